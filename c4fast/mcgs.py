@@ -1,0 +1,477 @@
+"""Monte Carlo graph search (MCGS) for play: one game, transpositions share one node.
+
+Follows KataGo's graph-search formulation: PUCT selection runs on *edge* visit counts
+``N(n, a)``, and after every playout each node on the path recomputes
+
+    Q(n) = (U(n) + sum_a N(n, a) * Q_n(child_a)) / N(n),   N(n) = 1 + sum_a N(n, a)
+
+where ``U(n)`` is the evaluator's own value of ``n`` and ``Q_n(child)`` is the child's
+value seen from the player to move at ``n``. Values are stored, as in
+:mod:`c4fast.mcts`, from the view of the player who moved INTO the node, so
+``Q_n(child) = Q(child)`` and ``Q(n)`` uses ``-Q(child)``.
+
+Arrays (capacity ``N`` nodes, ``E = N * width`` edges, hash table of ``T`` slots)::
+
+    key       uint64  [N]  Zobrist hash of the node's position (c4fast.bitboard)
+    visits    int32   [N]  N(n)
+    util      float64 [N]  U(n), mover's view; util_draw: draw probability
+    q, q_draw float64 [N]  Q(n) and its draw part
+    first_edge int32  [N]  UNEXPANDED or index of the first out-edge (contiguous)
+    num_edges int8    [N]; terminal int8 [N] (as in mcts); inflight int32 [N]
+    edge_move int8 [E], edge_prior float32 [E], edge_visits int32 [E],
+    edge_child int32 [E] (NO_NODE until first traversed), edge_inflight int32 [E]
+    table     int32   [T]  open addressing (linear probing) from key to node, NO_NODE empty
+
+Memory is reclaimed between moves: :meth:`GraphSearch.set_position` and
+:meth:`GraphSearch.advance` clear the graph. The graph is full when a playout needs a
+node or edges beyond capacity: the search then stops early and ``pool_full`` is set
+(never an out-of-bounds write). Root Dirichlet noise and forced playouts are
+self-play features and are not applied here. Two positions whose 64-bit hashes
+collide would share a node (probability ~ n^2 / 2^65 for n nodes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from c4fast import bitboard as bb
+from c4fast.config import SearchConfig
+from c4fast.encode import NUM_PLANES, encode_position
+from c4fast.mcts import NOT_TERMINAL, TERMINAL_DRAW, TERMINAL_WIN, UNEXPANDED
+
+NO_NODE = -1
+_LEAF = 0
+_TERMINAL = 1
+_COLLISION = 2
+_FULL = 3
+
+
+class Graph(NamedTuple):
+    key: np.ndarray
+    visits: np.ndarray
+    util: np.ndarray
+    util_draw: np.ndarray
+    q: np.ndarray
+    q_draw: np.ndarray
+    first_edge: np.ndarray
+    num_edges: np.ndarray
+    terminal: np.ndarray
+    inflight: np.ndarray
+    edge_move: np.ndarray
+    edge_prior: np.ndarray
+    edge_visits: np.ndarray
+    edge_child: np.ndarray
+    edge_inflight: np.ndarray
+    table: np.ndarray
+    counters: np.ndarray  # [nodes used, edges used, pool_full, transposition hits]
+
+
+class Paths(NamedTuple):
+    nodes: np.ndarray  # int32 [L, MAX_DEPTH]
+    edges: np.ndarray  # int32 [L, MAX_DEPTH]: edges[k, i] leads from nodes[k, i] to nodes[k, i+1]
+    depth: np.ndarray  # int32 [L]: number of nodes on the path
+    positions: np.ndarray  # POSITION_DTYPE [L]: leaf positions
+
+
+_NODES = 0
+_EDGES = 1
+_FULLC = 2
+_TRANSP = 3
+
+
+def make_graph(max_nodes: int, width: int) -> Graph:
+    n = int(max_nodes)
+    e = n * int(width)
+    t = 1 << max(4, int(math.ceil(math.log2(2 * n))))
+    return Graph(
+        np.zeros(n, np.uint64), np.zeros(n, np.int32), np.zeros(n), np.zeros(n),
+        np.zeros(n), np.zeros(n), np.full(n, UNEXPANDED, np.int32), np.zeros(n, np.int8),
+        np.zeros(n, np.int8), np.zeros(n, np.int32),
+        np.zeros(e, np.int8), np.zeros(e, np.float32), np.zeros(e, np.int32),
+        np.full(e, NO_NODE, np.int32), np.zeros(e, np.int32),
+        np.full(t, NO_NODE, np.int32), np.zeros(4, np.int64),
+    )
+
+
+@njit(cache=True)
+def clear_graph(gr):
+    gr.table[:] = NO_NODE
+    gr.counters[:] = 0
+
+
+@njit(cache=True)
+def _lookup(gr, key):
+    mask = gr.table.shape[0] - 1
+    i = np.int64(key & np.uint64(mask))
+    while True:
+        n = gr.table[i]
+        if n == NO_NODE or gr.key[n] == key:
+            return i, n
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _new_node(gr, slot, key, terminal):
+    n = gr.counters[_NODES]
+    if n >= gr.key.shape[0]:
+        return NO_NODE
+    gr.counters[_NODES] = n + 1
+    gr.table[slot] = n
+    gr.key[n] = key
+    gr.visits[n] = 0
+    gr.util[n] = 0.0
+    gr.util_draw[n] = 0.0
+    gr.q[n] = 0.0
+    gr.q_draw[n] = 0.0
+    gr.first_edge[n] = UNEXPANDED
+    gr.num_edges[n] = 0
+    gr.terminal[n] = terminal
+    gr.inflight[n] = 0
+    return n
+
+
+@njit(cache=True)
+def add_root(gr, pos):
+    """Create (or find) the node of record `pos`; returns its index."""
+    slot, n = _lookup(gr, pos.hash)
+    if n == NO_NODE:
+        n = _new_node(gr, slot, pos.hash, NOT_TERMINAL)
+    return n
+
+
+@njit(inline="always")
+def _select_edge(gr, node, params):
+    first = gr.first_edge[node]
+    ne = gr.num_edges[node]
+    total = 0.0
+    visited_mass = 0.0
+    for i in range(ne):
+        e = first + i
+        w = gr.edge_visits[e] + gr.edge_inflight[e]
+        total += w
+        if w > 0:
+            visited_mass += gr.edge_prior[e]
+    sqrt_total = math.sqrt(1.0 + total)
+    parent_q = -gr.q[node] if gr.visits[node] > 0 else 0.0
+    fpu = parent_q - params.fpu_reduction * math.sqrt(visited_mass)
+    best = first
+    best_score = -math.inf
+    for i in range(ne):
+        e = first + i
+        nv = gr.edge_visits[e]
+        vl = gr.edge_inflight[e]
+        w = nv + vl
+        if w > 0:
+            c = gr.edge_child[e]
+            qc = gr.q[c] if (c != NO_NODE and gr.visits[c] > 0) else fpu
+            q = (qc * nv - vl) / w
+        else:
+            q = fpu
+        score = q + params.c_puct * gr.edge_prior[e] * sqrt_total / (1.0 + w)
+        if score > best_score:
+            best_score = score
+            best = e
+    return best
+
+
+@njit(cache=True)
+def _refresh(gr, n):
+    """Recompute N(n) and Q(n) of an expanded node from its edges."""
+    first = gr.first_edge[n]
+    total_n = 1
+    s = gr.util[n]
+    sd = gr.util_draw[n]
+    for i in range(gr.num_edges[n]):
+        e = first + i
+        nv = gr.edge_visits[e]
+        if nv > 0:
+            c = gr.edge_child[e]
+            total_n += nv
+            s -= nv * gr.q[c]
+            sd += nv * gr.q_draw[c]
+    gr.visits[n] = total_n
+    gr.q[n] = s / total_n
+    gr.q_draw[n] = sd / total_n
+
+
+@njit(cache=True)
+def _backup(gr, paths, k, leaf_value, leaf_draw, is_terminal):
+    depth = paths.depth[k]
+    leaf = paths.nodes[k, depth - 1]
+    if is_terminal:
+        gr.visits[leaf] += 1
+        gr.q[leaf] = gr.util[leaf]
+        gr.q_draw[leaf] = gr.util_draw[leaf]
+    else:
+        gr.util[leaf] = leaf_value
+        gr.util_draw[leaf] = leaf_draw
+        if gr.first_edge[leaf] == UNEXPANDED:
+            gr.visits[leaf] = 1
+            gr.q[leaf] = leaf_value
+            gr.q_draw[leaf] = leaf_draw
+        else:
+            _refresh(gr, leaf)
+    gr.inflight[leaf] -= 1
+    for i in range(depth - 2, -1, -1):
+        n = paths.nodes[k, i]
+        e = paths.edges[k, i]
+        gr.edge_visits[e] += 1
+        gr.edge_inflight[e] -= 1
+        gr.inflight[n] -= 1
+        _refresh(gr, n)
+
+
+@njit(cache=True)
+def _undo(gr, paths, k):
+    depth = paths.depth[k]
+    for i in range(depth):
+        gr.inflight[paths.nodes[k, i]] -= 1
+    for i in range(depth - 1):
+        gr.edge_inflight[paths.edges[k, i]] -= 1
+
+
+@njit(cache=True)
+def _descend(gr, root, root_pos, paths, k, params):
+    pos = paths.positions[k]
+    bb.copy_into(root_pos, pos)
+    node = root
+    paths.nodes[k, 0] = node
+    depth = 1
+    gr.inflight[node] += 1
+    while gr.first_edge[node] != UNEXPANDED and gr.terminal[node] == NOT_TERMINAL:
+        e = _select_edge(gr, node, params)
+        bb.play(pos, np.int64(gr.edge_move[e]))
+        child = gr.edge_child[e]
+        if child == NO_NODE:
+            slot, child = _lookup(gr, pos.hash)
+            if child == NO_NODE:
+                if pos.result == bb.RUNNING:
+                    term = NOT_TERMINAL
+                elif pos.result == bb.DRAW:
+                    term = TERMINAL_DRAW
+                else:
+                    term = TERMINAL_WIN
+                child = _new_node(gr, slot, pos.hash, term)
+                if child == NO_NODE:
+                    paths.depth[k] = depth
+                    _undo(gr, paths, k)
+                    gr.counters[_FULLC] = 1
+                    return _FULL
+                if term == TERMINAL_WIN:
+                    gr.util[child] = 1.0
+                elif term == TERMINAL_DRAW:
+                    gr.util_draw[child] = 1.0
+            else:
+                gr.counters[_TRANSP] += 1
+            gr.edge_child[e] = child
+        gr.edge_inflight[e] += 1
+        paths.edges[k, depth - 1] = e
+        node = child
+        paths.nodes[k, depth] = node
+        depth += 1
+        gr.inflight[node] += 1
+    paths.depth[k] = depth
+    if gr.terminal[node] != NOT_TERMINAL:
+        _backup(gr, paths, k, 0.0, 0.0, True)
+        return _TERMINAL
+    if gr.inflight[node] > 1:
+        _undo(gr, paths, k)
+        return _COLLISION
+    return _LEAF
+
+
+@njit(cache=True)
+def select_kernel(gr, root, root_pos, paths, params, target, planes):
+    """Up to `leaves_per_step` descents; returns (leaves for the evaluator, stop flag)."""
+    k = 0
+    for _ in range(params.leaves_per_step):
+        if gr.visits[root] + gr.inflight[root] >= target:
+            break
+        status = _descend(gr, root, root_pos, paths, k, params)
+        if status == _LEAF:
+            encode_position(paths.positions[k], planes[k])
+            k += 1
+        elif status == _COLLISION:
+            break
+        elif status == _FULL:
+            return k, True
+    return k, False
+
+
+@njit(cache=True)
+def expand_and_backup_kernel(gr, paths, n, logits, wdl, params):
+    """Expand leaf k < n with logits[k] and back up wdl[k] (side to move at the leaf)."""
+    for k in range(n):
+        leaf = paths.nodes[k, paths.depth[k] - 1]
+        pos = paths.positions[k]
+        if params.sensible:
+            cols = bb.sensible_columns(pos)
+        else:
+            cols = bb.legal_columns(pos)
+        ne = bb.popcount16(cols)
+        start = gr.counters[_EDGES]
+        if gr.first_edge[leaf] == UNEXPANDED and start + ne <= gr.edge_move.shape[0]:
+            lg = logits[k]
+            mx = -math.inf
+            for col in range(pos.width):
+                if (cols >> col) & 1:
+                    v = lg[pos.top[col], col]
+                    if v > mx:
+                        mx = v
+            total = 0.0
+            i = 0
+            for col in range(pos.width):
+                if (cols >> col) & 1:
+                    e = math.exp(float(lg[pos.top[col], col]) - mx)
+                    total += e
+                    gr.edge_move[start + i] = col
+                    gr.edge_prior[start + i] = e
+                    gr.edge_visits[start + i] = 0
+                    gr.edge_inflight[start + i] = 0
+                    gr.edge_child[start + i] = NO_NODE
+                    i += 1
+            for j in range(ne):
+                gr.edge_prior[start + j] = gr.edge_prior[start + j] / total
+            gr.first_edge[leaf] = start
+            gr.num_edges[leaf] = ne
+            gr.counters[_EDGES] = start + ne
+        elif gr.first_edge[leaf] == UNEXPANDED:
+            gr.counters[_FULLC] = 1
+        value = float(wdl[k, 0]) - float(wdl[k, 2])
+        _backup(gr, paths, k, -value, float(wdl[k, 1]), False)
+
+
+@njit(cache=True)
+def root_edge_visits(gr, root, out):
+    out[:] = 0.0
+    first = gr.first_edge[root]
+    if first == UNEXPANDED:
+        return
+    for i in range(gr.num_edges[root]):
+        out[gr.edge_move[first + i]] = gr.edge_visits[first + i]
+
+
+class GraphSearch:
+    """MCGS over one game of a fixed board size; `leaves_per_step` leaves per evaluator call."""
+
+    def __init__(self, config: SearchConfig, height: int, width: int, max_playouts: int = 20000,
+                 seed: int = 0):
+        from c4fast.game import check_setup
+
+        self.height, self.width, _, _ = check_setup(height, width, None)
+        self.config = config
+        self.params = config.kernel_params()
+        lps = config.leaves_per_step
+        self.max_playouts = int(max_playouts)
+        if self.max_playouts < 1:
+            raise ValueError(f"max_playouts must be >= 1, got {max_playouts}")
+        self.graph = make_graph(self.max_playouts + lps + 2, self.width)
+        from c4fast.mcts import MAX_DEPTH
+
+        self.paths = Paths(np.zeros((lps, MAX_DEPTH), np.int32), np.zeros((lps, MAX_DEPTH), np.int32),
+                           np.zeros(lps, np.int32), np.zeros(lps, bb.POSITION_DTYPE))
+        self.position = np.zeros(1, bb.POSITION_DTYPE)
+        self.root = NO_NODE
+        self.planes = np.zeros((lps, NUM_PLANES, self.height, self.width), np.float32)
+
+    def set_position(self, state: np.ndarray) -> None:
+        """Search from this POSITION_DTYPE record (a Game's .state); clears the graph."""
+        s = np.asarray(state).reshape(-1)[0]
+        if (int(s["height"]), int(s["width"])) != (self.height, self.width):
+            raise ValueError(f"position is {int(s['height'])}x{int(s['width'])}, this search is "
+                             f"{self.height}x{self.width}")
+        if int(s["result"]) != bb.RUNNING:
+            raise ValueError("cannot search a finished game")
+        self.position[0] = s
+        clear_graph(self.graph)
+        self.root = int(add_root(self.graph, self.position[0]))
+
+    def advance(self, col: int) -> None:
+        """Play `col` at the root and clear the graph (memory reclaimed between moves)."""
+        from c4fast.game import IllegalMove
+
+        if not (0 <= col < self.width) or not (int(bb.legal_columns(self.position[0])) >> col) & 1:
+            raise IllegalMove(f"column {col} is not legal here")
+        bb.play(self.position[0], int(col))
+        if int(self.position[0]["result"]) == bb.RUNNING:
+            clear_graph(self.graph)
+            self.root = int(add_root(self.graph, self.position[0]))
+        else:
+            self.root = NO_NODE
+
+    @property
+    def pool_full(self) -> bool:
+        return bool(self.graph.counters[_FULLC])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.graph.counters[_NODES])
+
+    @property
+    def transpositions(self) -> int:
+        """Edges that were linked to an already existing node."""
+        return int(self.graph.counters[_TRANSP])
+
+    def playouts(self) -> int:
+        return int(self.graph.visits[self.root])
+
+    def run(self, evaluator, playouts: int | None = None, seconds: float | None = None) -> int:
+        """Search until the root has `playouts` visits or `seconds` pass (at least one
+        evaluation); returns the root visits."""
+        if self.root == NO_NODE:
+            raise ValueError("no position to search (call set_position)")
+        target = self.max_playouts if playouts is None else int(playouts)
+        if not 1 <= target <= self.max_playouts:
+            raise ValueError(f"playouts must be in 1..{self.max_playouts}, got {playouts}")
+        deadline = None if seconds is None else time.perf_counter() + seconds
+        gr = self.graph
+        while True:
+            n, full = select_kernel(gr, self.root, self.position[0], self.paths, self.params,
+                                    target, self.planes)
+            if n:
+                logits, wdl = evaluator.evaluate(self.planes[:n], self.paths.positions[:n])
+                expand_and_backup_kernel(gr, self.paths, n, logits, wdl, self.params)
+            if full or gr.visits[self.root] >= target:
+                break
+            if deadline is not None and time.perf_counter() >= deadline and gr.visits[self.root] > 0:
+                break
+        return int(gr.visits[self.root])
+
+    def root_visits(self) -> np.ndarray:
+        """Edge visit count per column at the root (float64, length width)."""
+        out = np.zeros(self.width)
+        root_edge_visits(self.graph, self.root, out)
+        return out
+
+    def root_wdl(self) -> np.ndarray:
+        """(win, draw, loss) for the side to move at the root."""
+        v = -self.graph.q[self.root]
+        d = self.graph.q_draw[self.root]
+        return np.array([(1 - d + v) / 2, d, (1 - d - v) / 2])
+
+    def best_move(self) -> int:
+        """Most visited root column (lowest on ties)."""
+        return int(np.argmax(self.root_visits()))
+
+
+def bench_mcgs(seed: int = 0, playouts: int = 20000) -> dict:
+    """Playouts/s of the play path: one 12x12 game, uniform evaluator, 8 leaves per step."""
+    from c4fast.evaluators import UniformEvaluator
+    from c4fast.game import Game
+
+    gs = GraphSearch(SearchConfig(leaves_per_step=8), 12, 12, max_playouts=playouts, seed=seed)
+    ev = UniformEvaluator()
+    root = Game(12, 12, (5, 6)).state
+    gs.set_position(root)
+    gs.run(ev, playouts=50)
+    gs.set_position(root)
+    t0 = time.perf_counter()
+    n = gs.run(ev, playouts=playouts)
+    dt = time.perf_counter() - t0
+    return {"mcgs_playouts_per_s": round(n / dt), "mcgs_playouts": n,
+            "mcgs_nodes": gs.num_nodes, "mcgs_transpositions": gs.transpositions}

@@ -1,0 +1,143 @@
+"""Network architecture configuration (no torch, no numba: cheap to import).
+
+A :class:`NetConfig` fully determines the parameter shapes of :class:`nets.model.Net`;
+checkpoints and numpy exports store it as a plain dict (``to_dict``/``from_dict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+#: Input planes of encoding version 1 (``c4fast.NUM_PLANES``; not imported here so that
+#: the torch-free player does not pay for importing numba).
+DEFAULT_IN_PLANES = 9
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"NetConfig.{name} must be an int >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """Shape of a KataGo-style nested-bottleneck policy/value network.
+
+    Fields (all channel counts are feature maps per board cell):
+
+    - ``name``: preset name or "custom" (informational, but compared by checkpoints).
+    - ``in_planes``: input planes C of the (B, C, H, W) input (9 for encoding version 1).
+    - ``channels``: trunk width.
+    - ``blocks``: number of nested-bottleneck blocks in the trunk.
+    - ``bottleneck_channels``: width inside each block (default ``channels // 2``).
+    - ``inner_blocks``: residual blocks (two 3x3 convs each) inside each bottleneck.
+    - ``gpool_channels``: channels of the global-pooling branch in the trunk; taken out of
+      ``bottleneck_channels`` in the first inner residual block of each block listed in
+      ``gpool_blocks``.
+    - ``gpool_blocks``: indices of trunk blocks with global pooling (default: the middle).
+    - ``policy_channels``: policy head width (also its global-pooling width).
+    - ``value_channels``: value head 1x1 conv width before pooling.
+    - ``value_hidden``: hidden units of the value MLP.
+    """
+
+    channels: int
+    blocks: int
+    name: str = "custom"
+    in_planes: int = DEFAULT_IN_PLANES
+    bottleneck_channels: int | None = None
+    inner_blocks: int = 2
+    gpool_channels: int = 16
+    gpool_blocks: tuple[int, ...] | None = None
+    policy_channels: int = 32
+    value_channels: int = 32
+    value_hidden: int = 64
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"NetConfig.name must be a non-empty str, got {self.name!r}")
+        for f in ("in_planes", "channels", "blocks", "inner_blocks", "gpool_channels",
+                  "policy_channels", "value_channels", "value_hidden"):
+            _check_int(f, getattr(self, f))
+        if self.bottleneck_channels is None:
+            object.__setattr__(self, "bottleneck_channels", max(1, self.channels // 2))
+        _check_int("bottleneck_channels", self.bottleneck_channels)
+        if self.gpool_channels >= self.bottleneck_channels:
+            raise ValueError(
+                f"NetConfig.gpool_channels ({self.gpool_channels}) must be smaller than "
+                f"bottleneck_channels ({self.bottleneck_channels})"
+            )
+        gb = self.gpool_blocks
+        if gb is None:
+            gb = (self.blocks // 2,)
+        try:
+            gb = tuple(gb)
+        except TypeError:
+            raise ValueError(f"NetConfig.gpool_blocks must be a sequence of ints, got {gb!r}") from None
+        if not gb:
+            raise ValueError("NetConfig.gpool_blocks must name at least one block")
+        for i in gb:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.blocks:
+                raise ValueError(
+                    f"NetConfig.gpool_blocks entry {i!r} is not a block index in 0..{self.blocks - 1}"
+                )
+        if len(set(gb)) != len(gb):
+            raise ValueError(f"NetConfig.gpool_blocks has duplicates: {gb!r}")
+        object.__setattr__(self, "gpool_blocks", tuple(sorted(gb)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-compatible dict (``gpool_blocks`` as a list)."""
+        d = dataclasses.asdict(self)
+        d["gpool_blocks"] = list(self.gpool_blocks)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NetConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise ValueError."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"NetConfig.from_dict needs a mapping, got {type(d).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown NetConfig fields: {unknown}")
+        kw = dict(d)
+        if kw.get("gpool_blocks") is not None:
+            kw["gpool_blocks"] = tuple(kw["gpool_blocks"])
+        try:
+            return cls(**kw)
+        except TypeError as e:  # missing required fields
+            raise ValueError(f"bad NetConfig dict: {e}") from None
+
+    def diff(self, other: "NetConfig") -> dict[str, tuple[Any, Any]]:
+        """Fields that differ: {field: (self value, other value)}."""
+        a, b = self.to_dict(), other.to_dict()
+        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+PRESETS: dict[str, NetConfig] = {
+    # katac4's size: 3 nested-bottleneck blocks of 128 channels (~0.55M parameters).
+    "b3c128nbt": NetConfig(
+        name="b3c128nbt", channels=128, blocks=3, bottleneck_channels=64, gpool_channels=32,
+        gpool_blocks=(1,), policy_channels=32, value_channels=32, value_hidden=128,
+    ),
+    # Fast on a 2-core CPU (~0.1M parameters).
+    "cpu_small": NetConfig(
+        name="cpu_small", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
+        gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
+    ),
+    # For tests (a few thousand parameters).
+    "tiny": NetConfig(
+        name="tiny", channels=16, blocks=1, bottleneck_channels=8, gpool_channels=4,
+        gpool_blocks=(0,), policy_channels=8, value_channels=8, value_hidden=16,
+    ),
+}
+
+
+def get_preset(name: str) -> NetConfig:
+    """The preset called `name`; ValueError listing the valid names otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown network preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}"
+        ) from None

@@ -1,0 +1,1 @@
+"""selfplay: self-play workers, arena, Elo, baseline bots and the Saiblo protocol player."""

@@ -1,0 +1,28 @@
+"""Build and install c4fast, nets and selfplay (with the Cython atomics extension)."""
+
+from Cython.Build import cythonize
+from setuptools import Extension, find_packages, setup
+
+extensions = [
+    Extension("nets._atomics", ["nets/_atomics.pyx"], extra_compile_args=["-O3"]),
+]
+
+setup(
+    name="c4fast",
+    version="0.1.0",
+    description="Fast AlphaZero for Saiblo Connect Four: Numba rules and MCTS, PyTorch nets",
+    packages=find_packages(include=["c4fast", "c4fast.*", "nets", "nets.*", "selfplay", "selfplay.*"]),
+    ext_modules=cythonize(extensions, language_level=3),
+    python_requires=">=3.10",
+    install_requires=[
+        "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
+        "numba>=0.60",
+        "h5py>=3.8",
+        "tqdm>=4.60",
+        "torch>=2.2",  # constraints.txt pins the CPU build for the dev/CI machine
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6.80"],
+    },
+    zip_safe=False,
+)
