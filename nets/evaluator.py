@@ -1,0 +1,44 @@
+"""In-process evaluators that satisfy the c4fast evaluator contract with a network.
+
+``evaluate(planes (B, C, H, W), positions) -> (policy logits (B, H, W) float32,
+win/draw/loss probabilities (B, 3) float32)``. Use these where no inference server is
+running (tests, the arena, single-process play); self-play workers use
+:class:`nets.shm_queue.InferenceClient`, which has the same method.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class TorchEvaluator:
+    """Runs a torch model in this process (eval mode, inference_mode)."""
+
+    def __init__(self, model: torch.nn.Module, device: str | torch.device = "cpu"):
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.evals = 0
+
+    def evaluate(self, planes: np.ndarray, positions=None):
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device).float()
+            pol, val = self.model(x)
+            wdl = torch.softmax(val.float(), dim=1)
+            self.evals += x.shape[0]
+            return pol.float().cpu().numpy(), wdl.cpu().numpy()
+
+
+class NumpyEvaluator:
+    """Runs a :class:`nets.numpy_net.NumpyNet` (no torch needed at play time)."""
+
+    def __init__(self, net):
+        self.net = net
+        self.evals = 0
+
+    def evaluate(self, planes: np.ndarray, positions=None):
+        pol, val = self.net.forward(np.asarray(planes, dtype=np.float32))
+        v = val - val.max(axis=1, keepdims=True)
+        e = np.exp(v)
+        self.evals += planes.shape[0]
+        return pol.astype(np.float32), (e / e.sum(axis=1, keepdims=True)).astype(np.float32)

@@ -1,0 +1,36 @@
+"""Worker-process entry points for tests/test_server.py (must be importable by spawn)."""
+
+import os
+import time
+
+import numpy as np
+
+
+def eval_worker(handles, slot, h, w, rounds, seed, out_queue):
+    from nets.shm_queue import InferenceClient
+
+    c = InferenceClient(handles, slot)
+    rng = np.random.default_rng(seed)
+    results = []
+    for r in range(rounds):
+        n = int(rng.integers(1, 40))
+        x = (rng.random((n, 9, h, w)) < 0.3).astype(np.uint8)
+        pol, wdl = c.evaluate(x)
+        results.append((x, pol.copy(), wdl.copy()))
+    out_queue.put((slot, results))
+
+
+def hang_worker(handles, slot, ready):
+    """Sends one request and then sits; the test kills it with SIGKILL."""
+    from nets.shm_queue import InferenceClient
+
+    c = InferenceClient(handles, slot)
+    ready.set()
+    x = np.zeros((3, 9, 6, 7), np.uint8)
+    while True:
+        c.evaluate(x)
+        time.sleep(0.001)
+
+
+def pid():
+    return os.getpid()
