@@ -479,3 +479,44 @@ def mirror_batch(states, out):
     """out[i] = horizontal mirror of states[i]."""
     for i in range(states.shape[0]):
         mirror_into(states[i], out[i])
+
+
+@njit(cache=True)
+def rebuild_position(pos, height, width, frow, fcol, stones, last, ply):
+    """Rebuild record `pos` from stored fields (as written to self-play shards).
+
+    `stones` (2, 3) uint64 (player 1, player 2), `last` (2, 2) int8 (row, col) of the
+    last and previous move, `ply` stones played. The result is RUNNING unless the
+    stones contain a four or fill the board; returns the result.
+    """
+    setup_position(pos, height, width, frow, fcol)
+    for p in range(2):
+        for w in range(NUM_WORDS):
+            pos.stones[p, w] = stones[p, w]
+            pos.mask[w] |= stones[p, w]
+    for c in range(width):
+        lane = (pos.mask[c >> 2] >> np.uint64((c & 3) * LANE_BITS)) & _LANE
+        r = 0
+        while r < height and (lane >> np.uint64(r)) & _U1:
+            r += 1
+        pos.top[c] = r
+    for i in range(2):
+        pos.last[i, 0] = last[i, 0]
+        pos.last[i, 1] = last[i, 1]
+    pos.ply = ply
+    pos.hash = compute_hash(pos)
+    if has_four(stones[0, 0], stones[0, 1], stones[0, 2]):
+        pos.result = 1
+    elif has_four(stones[1, 0], stones[1, 1], stones[1, 2]):
+        pos.result = 2
+    elif ply == pos.cells:
+        pos.result = DRAW
+    return pos.result
+
+
+@njit(cache=True)
+def rebuild_batch(out, heights, widths, forbidden, stones, last, ply):
+    """out[i] = rebuild_position(...) of row i of the stored arrays."""
+    for i in range(out.shape[0]):
+        rebuild_position(out[i], heights[i], widths[i], forbidden[i, 0], forbidden[i, 1],
+                         stones[i], last[i], ply[i])

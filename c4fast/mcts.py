@@ -299,6 +299,17 @@ def search_done(tree, games, g):
 
 
 @njit(cache=True)
+def finished_games(tree, games, active, out):
+    """Write the indices of active games whose search is done into out; returns the count."""
+    n = 0
+    for g in range(games.root.shape[0]):
+        if active[g] and search_done(tree, games, g):
+            out[n] = g
+            n += 1
+    return n
+
+
+@njit(cache=True)
 def count_unfinished(tree, games, active):
     """Number of active games whose search has not reached its target."""
     n = 0
@@ -529,8 +540,8 @@ class BatchedMCTS:
         self.height, self.width = bb_h, bb_w
         self.max_playouts = int(max_playouts or config.full_playouts)
         lps = config.leaves_per_step
-        # each playout expands at most one node with at most `width` children; the
-        # root visit count can overshoot the target by leaves_per_step - 1
+        # each playout expands at most one node with at most `width` children; select
+        # stops issuing leaves at the target, the margin covers leaves in flight
         self.region = 1 + self.width * (self.max_playouts + lps + 1)
         n = self.region * self.num_games
         self.tree = make_tree(n)
@@ -585,18 +596,26 @@ class BatchedMCTS:
         self.has_position[g] = True
 
     def start_search(self, g: int, playouts: int, full: bool = True, root_temp: float = 1.0) -> None:
-        """Begin a search of game g that ends at `playouts` root visits (reused visits count)."""
+        """Begin a search of game g that ends at `playouts` root visits (reused visits count).
+
+        Root temperature and noise are applied once per root (when it becomes the root
+        and is expanded); calling start_search again on the same root continues the
+        search with a higher target and leaves the priors as they are.
+        """
         if not self.has_position[g]:
             raise ValueError(f"game {g} has no position (call set_position)")
         if not 1 <= playouts <= self.max_playouts:
             raise ValueError(f"playouts must be in 1..{self.max_playouts}, got {playouts}")
         if not root_temp > 0:
             raise ValueError(f"root_temp must be > 0, got {root_temp}")
+        if int(self.games.positions[g]["result"]) != bb.RUNNING:
+            raise ValueError(f"game {g} is over (result {int(self.games.positions[g]['result'])}): "
+                             "nothing to search")
         self.games.target[g] = playouts
         self.games.full[g] = 1 if full else 0
         self.games.root_temp[g] = root_temp
-        self.games.prepared[g] = 0
-        prepare_root(self.tree, self.games, g, self.params, self.rng)
+        if not self.games.prepared[g]:  # once per root: a second search continues the first
+            prepare_root(self.tree, self.games, g, self.params, self.rng)
 
     # ---------------------------------------------------------------- stepping
     def select(self, planes: np.ndarray) -> int:
@@ -623,6 +642,12 @@ class BatchedMCTS:
 
     def done(self, g: int) -> bool:
         return bool(search_done(self.tree, self.games, g))
+
+    def finished(self) -> np.ndarray:
+        """Indices of active games whose search reached its target (int32 array)."""
+        out = np.empty(self.num_games, np.int32)
+        n = finished_games(self.tree, self.games, self.active, out)
+        return out[:n]
 
     def all_done(self) -> bool:
         """True when every active game's search has reached its target."""

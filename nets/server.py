@@ -286,6 +286,8 @@ class InferenceServer:
             off += n
         self.batches += 1
         self.positions += total
+        self.hdr[q.G_BATCHES] = self.batches
+        self.hdr[q.G_POSITIONS] = self.positions
         return total
 
     def serve_forever(self, idle_slice: float = 0.05) -> None:
