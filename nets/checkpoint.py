@@ -1,0 +1,230 @@
+"""Atomic, self-describing network checkpoints.
+
+A checkpoint is ``torch.save`` of a dict::
+
+    {"format": "c4fast-net", "format_version": 1, "config": NetConfig.to_dict(),
+     "encoding_version": int, "num_planes": int, "step": int,
+     "state_dict": {name: CPU tensor}, "extra": anything torch.load(weights_only=True) reads}
+
+Files are written to a temporary file in the target directory, fsynced and renamed over
+the final name, so a reader never sees a partial file under ``model_{step:08d}.pt``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any
+
+import torch
+
+import c4fast
+from nets.config import NetConfig
+from nets.model import Net
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "CheckpointError",
+    "checkpoint_name",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+FORMAT = "c4fast-net"
+FORMAT_VERSION = 1
+_NAME_RE = re.compile(r"^model_(\d{8,})\.pt$")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is unreadable or does not fit this code / the expected config."""
+
+
+def checkpoint_name(step: int) -> str:
+    """Canonical file name ``model_{step:08d}.pt``."""
+    return f"model_{int(step):08d}.pt"
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    # torch.compile wraps in OptimizedModule._orig_mod; DDP/DataParallel in .module.
+    while True:
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, torch.nn.Module):
+            return model
+        model = inner
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Call ``write(fileobj)`` on a temp file next to `path`, fsync, then rename onto `path`."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # mkstemp makes 0600; use the usual mode
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: torch.nn.Module,
+    config: NetConfig,
+    step: int,
+    extra: Any = None,
+) -> str:
+    """Atomically write `model`'s weights with `config` and `step` to `path`; returns path.
+
+    `extra` (e.g. optimizer state, training metadata) must consist of tensors and plain
+    Python containers/scalars so that ``torch.load(weights_only=True)`` can read it.
+    """
+    if not isinstance(config, NetConfig):
+        raise TypeError(f"config must be a NetConfig, got {type(config).__name__}")
+    state = {
+        k: v.detach().to("cpu").contiguous().clone()
+        for k, v in _unwrap(model).state_dict().items()
+    }
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_dict(),
+        "encoding_version": int(c4fast.ENCODING_VERSION),
+        "num_planes": int(c4fast.NUM_PLANES),
+        "step": int(step),
+        "state_dict": state,
+        "extra": extra,
+    }
+    atomic_write(path, lambda f: torch.save(payload, f))
+    return os.fspath(path)
+
+
+def _read(path: str, map_location) -> dict:
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint {path!r} does not exist or is not a file")
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated zip, not a torch file, disallowed pickle...
+        raise CheckpointError(
+            f"checkpoint {path!r} is unreadable or truncated ({type(e).__name__}: {e})"
+        ) from e
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise CheckpointError(f"{path!r} is not a c4fast checkpoint (no format={FORMAT!r})")
+    return obj
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    expect_config: NetConfig | None = None,
+    map_location="cpu",
+) -> tuple[Net, NetConfig, dict]:
+    """Load a checkpoint written by :func:`save_checkpoint`.
+
+    Returns ``(model, config, meta)``: the model is built from the stored config, loaded
+    strictly and put in eval mode on `map_location`; meta holds every stored key except
+    ``state_dict`` plus ``"path"``. Raises :class:`CheckpointError` naming the mismatch for
+    unreadable/foreign files, encoding version or plane count different from c4fast's,
+    weights not fitting the config, or a config different from `expect_config`.
+    """
+    path = os.fspath(path)
+    obj = _read(path, map_location)
+    version = obj.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path!r} has format_version {version!r}; this code reads {FORMAT_VERSION}"
+        )
+    enc = obj.get("encoding_version")
+    if enc != c4fast.ENCODING_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path!r} uses encoding version {enc!r} but c4fast uses "
+            f"{c4fast.ENCODING_VERSION}"
+        )
+    planes = obj.get("num_planes")
+    if planes != c4fast.NUM_PLANES:
+        raise CheckpointError(
+            f"checkpoint {path!r} has num_planes {planes!r} but c4fast has {c4fast.NUM_PLANES}"
+        )
+    try:
+        config = NetConfig.from_dict(obj.get("config"))
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint {path!r} has a bad config: {e}") from e
+    if config.in_planes != c4fast.NUM_PLANES:
+        raise CheckpointError(
+            f"checkpoint {path!r} config has in_planes {config.in_planes} but c4fast has "
+            f"{c4fast.NUM_PLANES}"
+        )
+    if expect_config is not None:
+        diff = expect_config.diff(config)
+        if diff:
+            desc = "; ".join(f"{k}: expected {a!r}, checkpoint has {b!r}" for k, (a, b) in diff.items())
+            raise CheckpointError(f"checkpoint {path!r} config differs from the expected one: {desc}")
+    state = obj.get("state_dict")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path!r} has no state_dict")
+    model = Net(config)
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {path!r} state_dict does not fit config {config.name!r}: "
+            f"missing {missing[:8]}, unexpected {unexpected[:8]}"
+        )
+    for k, v in own.items():
+        got = state[k]
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(v.shape):
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            raise CheckpointError(
+                f"checkpoint {path!r} parameter {k!r} has shape {shape} but config "
+                f"{config.name!r} needs {tuple(v.shape)}"
+            )
+    model.load_state_dict(state, strict=True)
+    if isinstance(map_location, (str, torch.device)):
+        model.to(map_location)
+    model.eval()
+    meta = {k: v for k, v in obj.items() if k != "state_dict"}
+    meta["path"] = path
+    return model, config, meta
+
+
+def latest_checkpoint(directory: str | os.PathLike) -> str | None:
+    """Path of the ``model_{step:08d}.pt`` in `directory` with the largest step, or None."""
+    directory = os.fspath(directory)
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    best = None
+    for name in names:
+        m = _NAME_RE.match(name)
+        if m and os.path.isfile(os.path.join(directory, name)):
+            step = int(m.group(1))
+            if best is None or step > best[0]:
+                best = (step, name)
+    return None if best is None else os.path.join(directory, best[1])

@@ -1,0 +1,286 @@
+"""HDF5 self-play shards: schema, crash-safe writer, reader and validator.
+
+Schema version 1 (also written down in data/README.md). One file holds the samples
+of several finished games, grouped by board size so the trainer loads a size at once:
+
+    /                      attrs: schema_version, encoding_version, created (unix s),
+                                  worker, num_samples, num_games, config (JSON)
+    /samples/h{H}w{W}/     one group per board size present (H, W = 4..12)
+        stones       uint64  (N, 2, 3)  bitboards of player 1 and player 2 (c4fast layout)
+        forbidden    int8    (N, 2)     (row, col), row 0 = bottom; (-1, -1) = none
+        last         int8    (N, 2, 2)  (row, col) of the last and the previous move; -1 = none
+        ply          int16   (N,)       stones on the board; side to move = ply % 2 + 1
+        policy       float32 (N, H, W)  search policy target over cells (sums to 1 over
+                                        the landing cells of legal columns)
+        policy_weight float32 (N,)      1 for full searches, 0 for fast ones
+        outcome      int8    (N,)       final result for the side to move: 0 win, 1 draw, 2 loss
+        root_wdl     float32 (N, 3)     the search's (win, draw, loss) at the root
+        game_id      int64   (N,)
+        model_version int64  (N,)       network version that played the move
+    /games/                one row per finished game
+        game_id int64 (M,), height int8 (M,), width int8 (M,), forbidden int8 (M, 2),
+        moves int8 (M, 144) (columns, -1 padded), num_moves int16 (M,),
+        result int8 (M,) (0 draw, 1 / 2 winner), model_version int64 (M,)
+
+Planes are rebuilt exactly from (height, width, forbidden, stones, last, ply) with
+c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch.
+
+Crash safety: a shard is written to ``NAME.h5.tmp``, closed, then renamed to
+``NAME.h5``; readers only look at ``*.h5``. A writer killed mid-write leaves a
+``.tmp`` file that is never taken for a shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+
+from c4fast import bitboard as bb
+from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
+
+SCHEMA_VERSION = 1
+MAX_MOVES = 144
+SAMPLE_FIELDS = {
+    "stones": (np.uint64, (2, 3)),
+    "forbidden": (np.int8, (2,)),
+    "last": (np.int8, (2, 2)),
+    "ply": (np.int16, ()),
+    "policy_weight": (np.float32, ()),
+    "outcome": (np.int8, ()),
+    "root_wdl": (np.float32, (3,)),
+    "game_id": (np.int64, ()),
+    "model_version": (np.int64, ()),
+}
+GAME_FIELDS = {
+    "game_id": (np.int64, ()),
+    "height": (np.int8, ()),
+    "width": (np.int8, ()),
+    "forbidden": (np.int8, (2,)),
+    "moves": (np.int8, (MAX_MOVES,)),
+    "num_moves": (np.int16, ()),
+    "result": (np.int8, ()),
+    "model_version": (np.int64, ()),
+}
+
+
+class ShardError(ValueError):
+    """A shard file is unreadable, truncated, or violates the schema (message names it)."""
+
+
+def size_group(h: int, w: int) -> str:
+    return f"h{h}w{w}"
+
+
+@dataclass
+class SampleBuffer:
+    """Samples of one board size, accumulated as lists of per-sample arrays."""
+
+    height: int
+    width: int
+    rows: dict = field(default_factory=lambda: {k: [] for k in [*SAMPLE_FIELDS, "policy"]})
+
+    def __len__(self):
+        return len(self.rows["ply"])
+
+
+class ShardWriter:
+    """Collects finished games and writes them as shards (temp name, then rename)."""
+
+    def __init__(self, out_dir: str, prefix: str, attrs: dict | None = None,
+                 samples_per_shard: int = 20000):
+        self.out_dir = out_dir
+        self.prefix = prefix
+        self.attrs = dict(attrs or {})
+        self.samples_per_shard = int(samples_per_shard)
+        self.seq = 0
+        self.buffers: dict = {}
+        self.games: list = []
+        self.pending_samples = 0
+        self.written: list[str] = []
+
+    def add_game(self, game: dict, samples: list[dict]) -> None:
+        """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W)."""
+        h, w = int(game["height"]), int(game["width"])
+        buf = self.buffers.setdefault((h, w), SampleBuffer(h, w))
+        for s in samples:
+            for k in buf.rows:
+                buf.rows[k].append(s[k])
+        self.games.append(game)
+        self.pending_samples += len(samples)
+        if self.pending_samples >= self.samples_per_shard:
+            self.flush()
+
+    def flush(self) -> str | None:
+        """Write everything collected so far as one shard; returns its path (None if empty)."""
+        if not self.games:
+            return None
+        name = f"{self.prefix}_{self.seq:05d}.h5"
+        final = os.path.join(self.out_dir, name)
+        tmp = final + ".tmp"
+        with h5py.File(tmp, "w") as f:
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            f.attrs["encoding_version"] = ENCODING_VERSION
+            f.attrs["created"] = time.time()
+            f.attrs["num_samples"] = self.pending_samples
+            f.attrs["num_games"] = len(self.games)
+            for k, v in self.attrs.items():
+                f.attrs[k] = v if not isinstance(v, dict) else json.dumps(v)
+            sg = f.create_group("samples")
+            for (h, w), buf in sorted(self.buffers.items()):
+                if not len(buf):
+                    continue
+                g = sg.create_group(size_group(h, w))
+                for k, (dt, shape) in SAMPLE_FIELDS.items():
+                    g.create_dataset(k, data=np.asarray(buf.rows[k], dtype=dt).reshape(len(buf), *shape),
+                                     compression="lzf")
+                g.create_dataset("policy", data=np.asarray(buf.rows["policy"], np.float32).reshape(len(buf), h, w),
+                                 compression="lzf")
+            gg = f.create_group("games")
+            for k, (dt, shape) in GAME_FIELDS.items():
+                if k == "moves":
+                    arr = np.full((len(self.games), MAX_MOVES), -1, np.int8)
+                    for i, gm in enumerate(self.games):
+                        arr[i, : len(gm["moves"])] = gm["moves"]
+                else:
+                    arr = np.asarray([gm[k] for gm in self.games], dtype=dt).reshape(len(self.games), *shape)
+                gg.create_dataset(k, data=arr, compression="lzf")
+        os.replace(tmp, final)
+        self.seq += 1
+        self.buffers = {}
+        self.games = []
+        self.pending_samples = 0
+        self.written.append(final)
+        return final
+
+
+def _open(path: str) -> h5py.File:
+    try:
+        return h5py.File(path, "r")
+    except (OSError, ValueError) as e:
+        raise ShardError(f"shard {path!r} is unreadable or truncated: {e}") from None
+
+
+def read_shard(path: str) -> dict:
+    """{(h, w): {field: array}} plus key 'games': {field: array}. Raises ShardError."""
+    with _open(path) as f:
+        version = f.attrs.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ShardError(f"shard {path!r} has schema version {version!r}; this code reads "
+                             f"version {SCHEMA_VERSION}")
+        enc = f.attrs.get("encoding_version")
+        if enc != ENCODING_VERSION:
+            raise ShardError(f"shard {path!r} has encoding version {enc!r}; c4fast uses {ENCODING_VERSION}")
+        out: dict = {}
+        try:
+            for name, g in f["samples"].items():
+                h, w = (int(x) for x in name[1:].split("w"))
+                out[(h, w)] = {k: g[k][()] for k in [*SAMPLE_FIELDS, "policy"]}
+            out["games"] = {k: f["games"][k][()] for k in GAME_FIELDS}
+        except (KeyError, OSError, ValueError) as e:
+            raise ShardError(f"shard {path!r} is corrupt or misses data: {e}") from None
+    return out
+
+
+def rebuild_positions(group: dict, h: int, w: int) -> np.ndarray:
+    """POSITION_DTYPE records of a size group's samples."""
+    n = len(group["ply"])
+    recs = np.zeros(n, bb.POSITION_DTYPE)
+    bb.rebuild_batch(recs, np.full(n, h, np.int64), np.full(n, w, np.int64),
+                     group["forbidden"].astype(np.int64), group["stones"], group["last"],
+                     group["ply"].astype(np.int64))
+    return recs
+
+
+def planes_of(group: dict, h: int, w: int, dtype=np.float32) -> np.ndarray:
+    """Input planes (N, C, H, W) rebuilt exactly from a size group's stored state."""
+    recs = rebuild_positions(group, h, w)
+    out = np.zeros((len(recs), NUM_PLANES, h, w), dtype)
+    encode_batch(recs, out)
+    return out
+
+
+def validate_shard(path: str, replay: bool = True) -> dict:
+    """Check a shard against the schema; returns a summary. Raises ShardError naming the file.
+
+    Checks dtypes and shapes, that every policy target is a distribution over the
+    landing cells of legal columns, weights in {0, 1}, outcomes in {0, 1, 2}, and (with
+    `replay`) that replaying every stored game gives its stored result and that each
+    sample's outcome agrees with its game's result.
+    """
+    import c4fast
+
+    data = read_shard(path)
+    games = data.pop("games")
+    result_of = {int(g): int(r) for g, r in zip(games["game_id"], games["result"])}
+    n_samples = 0
+    for (h, w), g in data.items():
+        n = len(g["ply"])
+        n_samples += n
+        for k, (dt, shape) in SAMPLE_FIELDS.items():
+            if g[k].dtype != dt or g[k].shape != (n, *shape):
+                raise ShardError(f"shard {path!r} {size_group(h, w)}/{k}: dtype {g[k].dtype} shape "
+                                 f"{g[k].shape}, expected {np.dtype(dt)} {(n, *shape)}")
+        if g["policy"].shape != (n, h, w):
+            raise ShardError(f"shard {path!r} {size_group(h, w)}/policy has shape {g['policy'].shape}")
+        recs = rebuild_positions(g, h, w)
+        if (recs["result"] != bb.RUNNING).any():
+            raise ShardError(f"shard {path!r} {size_group(h, w)} holds a finished position")
+        for i in range(n):
+            pol = g["policy"][i]
+            legal = np.zeros((h, w), bool)
+            for c in range(w):
+                t = int(recs[i]["top"][c])
+                if t < h:
+                    legal[t, c] = True
+            if abs(float(pol.sum()) - 1.0) > 1e-4 or pol[~legal].any() or (pol < 0).any():
+                raise ShardError(f"shard {path!r} {size_group(h, w)} sample {i}: policy is not a "
+                                 f"distribution over legal cells")
+        if not np.isin(g["policy_weight"], (0.0, 1.0)).all():
+            raise ShardError(f"shard {path!r} {size_group(h, w)}: policy_weight outside {{0, 1}}")
+        if not np.isin(g["outcome"], (0, 1, 2)).all():
+            raise ShardError(f"shard {path!r} {size_group(h, w)}: outcome outside {{0, 1, 2}}")
+        for gid, ply, out in zip(g["game_id"], g["ply"], g["outcome"]):
+            res = result_of.get(int(gid))
+            if res is None:
+                raise ShardError(f"shard {path!r}: sample of unknown game {int(gid)}")
+            to_move = int(ply) % 2 + 1
+            expect = 1 if res == 0 else (0 if res == to_move else 2)
+            if int(out) != expect:
+                raise ShardError(f"shard {path!r}: game {int(gid)} ply {int(ply)} outcome {int(out)} "
+                                 f"disagrees with the game result {res}")
+    if replay:
+        for i in range(len(games["game_id"])):
+            k = int(games["num_moves"][i])
+            fr, fc = (int(x) for x in games["forbidden"][i])
+            forb = None if fr < 0 else (fr, fc)
+            try:
+                gm = c4fast.Game.from_moves(int(games["height"][i]), int(games["width"][i]), forb,
+                                            [int(c) for c in games["moves"][i, :k]])
+            except ValueError as e:
+                raise ShardError(f"shard {path!r}: game {int(games['game_id'][i])} does not replay: {e}") from None
+            if gm.result is None or gm.result != int(games["result"][i]):
+                raise ShardError(f"shard {path!r}: game {int(games['game_id'][i])} replays to "
+                                 f"{gm.result}, stored {int(games['result'][i])}")
+    return {"path": path, "samples": n_samples, "games": len(games["game_id"]),
+            "sizes": sorted(k for k in data)}
+
+
+def list_shards(paths) -> list[str]:
+    """Expand files, globs and directories into sorted ``*.h5`` shard paths (no .tmp)."""
+    import glob
+
+    out: set[str] = set()
+    for p in paths:
+        p = os.fspath(p)
+        if os.path.isdir(p):
+            out.update(glob.glob(os.path.join(p, "**", "*.h5"), recursive=True))
+        elif any(ch in p for ch in "*?["):
+            out.update(x for x in glob.glob(p, recursive=True) if x.endswith(".h5"))
+        else:
+            out.add(p)
+    return sorted(out)

@@ -1,0 +1,239 @@
+"""Self-play worker: G games of one board size advancing together through one BatchedMCTS.
+
+Every step selects leaves in all unfinished searches, evaluates them in one batch,
+backs up, and then, for every game whose search is done, records a sample, picks a
+move and starts the next search. Finished games are handed to a callback (the shard
+writer) with their samples and final outcome; new games start in their slots until the
+size's quota is reached, then the worker rotates to the next board size.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import c4fast
+from c4fast import bitboard as bb
+from c4fast.config import SearchConfig
+from c4fast.mcts import BatchedMCTS, choose_move
+from selfplay.policy import SelfPlayConfig
+
+
+@dataclass
+class Stats:
+    games: int = 0
+    samples: int = 0
+    moves: int = 0
+    evals: int = 0
+    playouts: int = 0
+    batches: int = 0
+    game_length_sum: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Slot:
+    game: c4fast.Game | None = None
+    game_id: int = 0
+    opening: int = 0
+    samples: list = field(default_factory=list)
+    full: bool = False
+    start_visits: int = 0
+
+
+class SelfPlayEngine:
+    """Plays games of one board size with any evaluator (see c4fast.evaluators)."""
+
+    def __init__(self, evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
+                 width: int, num_games: int, seed: int, model_version=lambda: 0):
+        self.ev = evaluator
+        self.search = search
+        self.policy = policy
+        self.height, self.width = height, width
+        self.num_games = num_games
+        self.rng = np.random.default_rng(seed)
+        self.mcts = BatchedMCTS(search, num_games, height, width, seed=int(self.rng.integers(2**31)),
+                                max_playouts=search.full_playouts)
+        if hasattr(evaluator, "planes_buffer") and evaluator.max_batch >= self.mcts.max_leaves:
+            self.planes = evaluator.planes_buffer(height, width)
+        else:
+            self.planes = self.mcts.planes_buffer()
+        self.slots = [_Slot() for _ in range(num_games)]
+        self.model_version = model_version
+        self.stats = Stats()
+
+    # -------------------------------------------------------------- game control
+    def _new_game(self, g: int) -> None:
+        forb = self.policy.draw_setup(self.rng, self.height, self.width)
+        s = self.slots[g]
+        s.game = c4fast.Game(self.height, self.width, forb)
+        s.game_id = int(self.rng.integers(1, 2**62))
+        s.opening = int(self.rng.integers(0, self.policy.opening_max + 1))
+        s.samples = []
+        self.mcts.set_position(g, s.game.state)
+        self.mcts.active[g] = True
+        self._start_search(g)
+
+    def _start_search(self, g: int) -> None:
+        s = self.slots[g]
+        game = s.game
+        if len(game.moves) < s.opening:
+            s.full = False
+            self.mcts.start_search(g, 1, full=False, root_temp=1.0)
+        else:
+            s.full = bool(self.rng.random() < self.search.full_probability)
+            target = self.search.full_playouts if s.full else self.search.fast_playouts
+            cells = int(game.state[0]["cells"])
+            self.mcts.start_search(g, target, full=s.full,
+                                   root_temp=self.policy.root_temperature(game.ply, cells))
+        s.start_visits = self.mcts.root_playouts(g)
+
+    def _priors(self, g: int) -> np.ndarray:
+        t = self.mcts.tree
+        r = self.mcts.games.root[g]
+        out = np.zeros(self.width)
+        f = t.first_child[r]
+        for i in range(t.num_children[r]):
+            out[t.move[f + i]] = t.prior[f + i]
+        return out
+
+    def _finish_move(self, g: int, on_game) -> None:
+        s = self.slots[g]
+        game = s.game
+        st = self.stats
+        st.playouts += self.mcts.root_playouts(g) - s.start_visits
+        if len(game.moves) < s.opening:  # opening: sample from the raw policy
+            p = self._priors(g)
+            col = int(self.rng.choice(self.width, p=p / p.sum()))
+        else:
+            rec = self.mcts.games.positions[g]
+            target = self.mcts.policy_target(g)
+            policy = np.zeros((self.height, self.width), np.float32)
+            for c in range(self.width):
+                if target[c] > 0:
+                    policy[int(rec["top"][c]), c] = target[c]
+            policy /= policy.sum()
+            s.samples.append({
+                "stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
+                "last": rec["last"].copy(), "ply": int(rec["ply"]), "policy": policy,
+                "policy_weight": 1.0 if s.full else 0.0, "root_wdl": self.mcts.root_wdl(g).astype(np.float32),
+                "game_id": s.game_id, "model_version": int(self.model_version()),
+            })
+            visits = self.mcts.root_visits(g)
+            cells = int(rec["cells"])
+            col = choose_move(visits, self.policy.move_temperature(game.ply, cells), self.rng)
+        game.play(col)
+        st.moves += 1
+        if game.result is None:
+            self.mcts.advance(g, col)
+            self._start_search(g)
+            return
+        # game over: outcome for the side to move of every sample
+        res = game.result
+        for smp in s.samples:
+            to_move = smp["ply"] % 2 + 1
+            smp["outcome"] = 1 if res == 0 else (0 if res == to_move else 2)
+        record = {"game_id": s.game_id, "height": self.height, "width": self.width,
+                  "forbidden": game.forbidden or (-1, -1), "moves": game.moves,
+                  "num_moves": len(game.moves), "result": res, "model_version": int(self.model_version())}
+        st.games += 1
+        st.samples += len(s.samples)
+        st.game_length_sum += len(game.moves)
+        on_game(record, s.samples)
+        s.game = None
+        self.mcts.active[g] = False
+
+    # -------------------------------------------------------------- main loop
+    def play(self, games_to_start: int, on_game, should_stop=lambda: False, on_step=None) -> None:
+        """Play until `games_to_start` games have been started here and all are finished
+        (or `should_stop()`: then unfinished games are dropped)."""
+        started = 0
+        self.mcts.active[:] = False
+        for g in range(self.num_games):
+            if started < games_to_start:
+                self._new_game(g)
+                started += 1
+        while self.mcts.active.any():
+            if should_stop():
+                self.mcts.active[:] = False
+                return
+            n = self.mcts.select(self.planes)
+            if n:
+                logits, wdl = self.ev.evaluate(self.planes[:n], self.mcts.leaf_positions(n))
+                self.mcts.expand_and_backup(n, logits, wdl)
+                self.stats.evals += n
+                self.stats.batches += 1
+            for g in self.mcts.finished():
+                self._finish_move(int(g), on_game)
+                if self.slots[g].game is None and started < games_to_start and not should_stop():
+                    self._new_game(int(g))
+                    started += 1
+            if on_step is not None:
+                on_step()
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process needs (picklable)."""
+
+    index: int
+    slot: int
+    out_dir: str
+    sizes: tuple
+    games_per_worker: int
+    search: SearchConfig
+    policy: SelfPlayConfig
+    seed: int
+    run_prefix: str
+    samples_per_shard: int
+    config_json: str
+
+
+def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
+    """Process entry: play rotating board sizes through the inference server until stopped."""
+    from nets.shm_queue import InferenceClient, ServerError
+    from selfplay.shards import ShardWriter
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    client = InferenceClient(handles, spec.slot)
+    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}",
+                         attrs={"worker": spec.index, "config": spec.config_json},
+                         samples_per_shard=spec.samples_per_shard)
+    rng = np.random.default_rng([spec.seed, spec.index])
+    sizes = list(spec.sizes)
+    k = spec.index % len(sizes)
+    last_report = time.monotonic()
+    totals = Stats()
+
+    def report(force=False):
+        nonlocal last_report
+        now = time.monotonic()
+        if force or now - last_report > 1.0:
+            s = engine.stats
+            stats_queue.put(("stats", spec.index, {k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__}))
+            last_report = now
+
+    try:
+        while not stop_event.is_set():
+            h, w = sizes[k % len(sizes)]
+            k += 1
+            engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
+                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version)
+            quota = spec.policy.games_per_size or spec.games_per_worker
+            engine.play(quota, writer.add_game, should_stop=stop_event.is_set, on_step=report)
+            for key in totals.__dict__:
+                totals.__dict__[key] += engine.stats.__dict__[key]
+            engine.stats = Stats()
+            report(force=True)
+        writer.flush()
+        stats_queue.put(("done", spec.index, {"shards": writer.written}))
+    except ServerError as e:
+        writer.flush()
+        stats_queue.put(("error", spec.index, str(e)))
+        raise SystemExit(3) from None

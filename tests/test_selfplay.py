@@ -1,0 +1,201 @@
+"""selfplay.run end to end: real processes, a real CPU inference server, real HDF5 files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import c4fast
+from selfplay.shards import (
+    SCHEMA_VERSION,
+    ShardError,
+    ShardWriter,
+    list_shards,
+    planes_of,
+    read_shard,
+    rebuild_positions,
+    validate_shard,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "24",
+         "--fast-playouts", "8", "--leaves", "4", "--status-every", "1"]
+
+
+def run_selfplay(out, *extra, timeout=240):
+    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def summary_of(proc):
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_small_cpu_run_writes_valid_shards(tmp_path):
+    proc = run_selfplay(tmp_path / "d", "--max-games", "6", "--sizes", "6x7,9x10", "--full-prob", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    summ = summary_of(proc)
+    assert summ["games"] >= 6 and summ["samples"] > 0 and summ["evals_per_s"] > 0
+    assert "[selfplay" in proc.stdout  # periodic status line
+    shards = list_shards([tmp_path / "d"])
+    assert shards and sorted(shards) == sorted(summ["shards"])
+    total = 0
+    weights = []
+    for p in shards:
+        info = validate_shard(p)  # schema, policy over legal cells, replayed outcomes
+        total += info["samples"]
+        with h5py.File(p) as f:
+            assert f.attrs["schema_version"] == SCHEMA_VERSION
+            assert f.attrs["encoding_version"] == c4fast.ENCODING_VERSION
+        data = read_shard(p)
+        for key, g in data.items():
+            if key == "games":
+                continue
+            h, w = key
+            assert key in [(6, 7), (9, 10)]
+            weights.extend(g["policy_weight"].tolist())
+            planes = planes_of(g, h, w)
+            assert planes.shape == (len(g["ply"]), c4fast.NUM_PLANES, h, w)
+            # the stored state rebuilds the exact position that was played
+            games = data["games"]
+            for i in range(min(5, len(g["ply"]))):
+                j = int(np.flatnonzero(games["game_id"] == g["game_id"][i])[0])
+                fr, fc = (int(x) for x in games["forbidden"][j])
+                moves = [int(c) for c in games["moves"][j, : int(g["ply"][i])]]
+                ref = c4fast.Game.from_moves(h, w, None if fr < 0 else (fr, fc), moves)
+                np.testing.assert_array_equal(planes[i], ref.planes())
+    assert total == summ["samples"]
+    assert 0.0 in weights and 1.0 in weights
+
+
+@pytest.mark.parametrize("prob,weight", [("0", 0.0), ("1", 1.0)])
+def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight):
+    proc = run_selfplay(tmp_path, "--max-games", "2", "--sizes", "6x7", "--full-prob", prob,
+                        "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    for p in list_shards([tmp_path]):
+        for key, g in read_shard(p).items():
+            if key != "games":
+                assert (g["policy_weight"] == weight).all()
+
+
+def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
+    out = tmp_path / "d"
+    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, "--sizes", "6x7",
+           "--time", "25", "--samples-per-shard", "15"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        names = [n for n in os.listdir(out)] if out.exists() else []
+        pids = {int(n.split("_p")[1].split("_")[0]) for n in names if n.endswith(".h5")}
+        if pids:
+            victim = sorted(pids)[0]
+    assert victim is not None, "no shard appeared"
+    os.kill(victim, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    assert f"worker 0 (pid {victim}) died" in stderr or "died" in stderr
+    summ = json.loads(stdout.strip().splitlines()[-1])
+    assert summ["worker_restarts"] >= 1
+    shards = list_shards([out])
+    assert shards
+    for p in shards:
+        validate_shard(p)
+    assert all(not n.endswith(".tmp") for n in map(str, shards))
+
+
+def test_a_writer_killed_mid_write_leaves_no_shard(tmp_path):
+    code = (
+        "import os, sys, numpy as np, h5py\n"
+        "f = h5py.File(sys.argv[1] + '/x.h5.tmp', 'w')\n"
+        "f.create_dataset('a', data=np.zeros(100000))\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=False)
+    assert (tmp_path / "x.h5.tmp").exists()
+    assert list_shards([tmp_path]) == []
+    # a truncated/corrupt .h5 is reported clearly
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
+    with pytest.raises(ShardError, match="bad.h5"):
+        validate_shard(str(bad))
+
+
+def test_writer_roundtrip_and_schema_checks(tmp_path):
+    g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
+    rec = c4fast.Game.from_moves(6, 7, None, [3, 3]).state[0]
+    pol = np.zeros((6, 7), np.float32)
+    pol[0, 2] = 1.0
+    sample = {"stones": rec["stones"], "forbidden": rec["forbidden"], "last": rec["last"],
+              "ply": 2, "policy": pol, "policy_weight": 1.0, "outcome": 0,
+              "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 7, "model_version": 3}
+    w = ShardWriter(str(tmp_path), "t", samples_per_shard=100)
+    w.add_game({"game_id": 7, "height": 6, "width": 7, "forbidden": (-1, -1), "moves": g.moves,
+                "num_moves": len(g.moves), "result": 1, "model_version": 3}, [sample])
+    path = w.flush()
+    assert path.endswith("t_00000.h5") and not os.path.exists(path + ".tmp")
+    info = validate_shard(path)
+    assert info["samples"] == 1 and info["games"] == 1
+    recs = rebuild_positions(read_shard(path)[(6, 7)], 6, 7)
+    assert recs[0]["hash"] == rec["hash"]
+    # another schema version is an error naming the version
+    with h5py.File(path, "a") as f:
+        f.attrs["schema_version"] = 99
+    with pytest.raises(ShardError, match="99"):
+        read_shard(path)
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--max-games", "-1"], "--max-games"),
+    (["--workers", "0"], "--workers"),
+    (["--games-per-worker", "-3"], "--games-per-worker"),
+    (["--preset", "nope"], "nope"),
+    (["--model", "/nonexistent/model.pt"], "does not exist"),
+    (["--sizes", "3x7"], "3x7"),
+    (["--full-playouts", "10", "--fast-playouts", "20"], "fast_playouts"),
+    (["--gpus", "1"], "CUDA"),
+])
+def test_bad_flags_exit_2_and_write_nothing(tmp_path, flags, needle):
+    if flags[:2] == ["--gpus", "1"]:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(out), *flags],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+    assert not out.exists()
+
+
+def test_incompatible_model_and_unwritable_out(tmp_path):
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"not a checkpoint")
+    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "o"),
+                           "--model", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "model.pt" in proc.stderr
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(afile / "sub")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not writable" in proc.stderr
+
+
+def test_help_lists_every_flag():
+    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--gpus", "--workers", "--games-per-worker", "--model", "--out", "--max-games",
+                 "--max-samples", "--time", "--preset", "--seed", "--sizes"):
+        assert flag in proc.stdout
