@@ -119,6 +119,7 @@ class ShardWriter:
         """Write everything collected so far as one shard; returns its path (None if empty)."""
         if not self.games:
             return None
+        os.makedirs(self.out_dir, exist_ok=True)
         name = f"{self.prefix}_{self.seq:05d}.h5"
         final = os.path.join(self.out_dir, name)
         tmp = final + ".tmp"
@@ -169,10 +170,12 @@ def read_shard(path: str) -> dict:
     """{(h, w): {field: array}} plus key 'games': {field: array}. Raises ShardError."""
     with _open(path) as f:
         version = f.attrs.get("schema_version")
+        version = version.item() if hasattr(version, "item") else version
         if version != SCHEMA_VERSION:
             raise ShardError(f"shard {path!r} has schema version {version!r}; this code reads "
                              f"version {SCHEMA_VERSION}")
         enc = f.attrs.get("encoding_version")
+        enc = enc.item() if hasattr(enc, "item") else enc
         if enc != ENCODING_VERSION:
             raise ShardError(f"shard {path!r} has encoding version {enc!r}; c4fast uses {ENCODING_VERSION}")
         out: dict = {}

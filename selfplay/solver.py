@@ -425,3 +425,641 @@ def _under3(w0, w1, w2, f0, f1, f2):
 @njit(cache=True, inline="always")
 def _pop3(a0, a1, a2):
     return _popcount64(a0) + _popcount64(a1) + _popcount64(a2)
+
+
+# geometry vector of the multi-word engine (uint64 array)
+M_BOARD = 0  # 3 words
+M_FBIT = 3  # 3 words
+M_GOOD = 6  # 3 words per player index: cells of "good" parity for player 1, then player 2
+M_CELLS = 12
+M_WIDTH = 13
+M_ORDER = 14  # M_ORDER + i: the i-th column in search order (centre first)
+M_SIZE = M_ORDER + bb.MAX_SIZE
+BUF_STRIDE = 2 * bb.MAX_SIZE + 2
+
+
+def make_geometry3(height: int, width: int, forbidden) -> np.ndarray:
+    """The geometry vector of the multi-word engine (record layout)."""
+    geo = np.zeros(M_SIZE, dtype=np.uint64)
+    board = 0
+    fbit = 0
+    good = [0, 0]
+    cells = height * width
+    if forbidden is not None:
+        fbit = 1 << (16 * forbidden[1] + forbidden[0])
+        cells -= 1
+    for c in range(width):
+        k = 0  # fill index of the cell in its column (the forbidden cell is skipped)
+        for r in range(height):
+            if forbidden is not None and (r, c) == tuple(forbidden):
+                continue
+            bit = 1 << (16 * c + r)
+            board |= bit
+            # player 1 gets the odd-numbered cells of a column (fill index 0, 2, ...)
+            good[k & 1] |= bit
+            k += 1
+    for w in range(3):
+        geo[M_BOARD + w] = (board >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+        geo[M_FBIT + w] = (fbit >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+        geo[M_GOOD + w] = (good[0] >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+        geo[M_GOOD + 3 + w] = (good[1] >> (64 * w)) & 0xFFFFFFFFFFFFFFFF
+    geo[M_CELLS] = cells
+    geo[M_WIDTH] = width
+    for i, c in enumerate(column_order(width)):
+        geo[M_ORDER + i] = c
+    return geo
+
+
+_BOTTOM_W = np.uint64(0x0001000100010001)
+_LANE = np.uint64(0xFFFF)
+_LOW32 = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _tt_get3(ttk, ttd, h):
+    i = np.int64(h & np.uint64(ttk.shape[0] - 1))
+    if ttk[i] == h:
+        return ttd[i]
+    return np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _tt_put3(ttk, ttd, h, val, depth, flag, col):
+    i = np.int64(h & np.uint64(ttk.shape[0] - 1))
+    ttk[i] = h
+    ttd[i] = (val & _LOW32) | (depth << 32) | (flag << 48) | ((col + 1) << 52)
+
+
+@njit(cache=True, inline="always")
+def _unpack_val(d):
+    v = d & _LOW32
+    if v >= 0x80000000:
+        v -= 0x100000000
+    return v
+
+
+@njit(cache=True)
+def _window_count(o0, o1, o2, e0, e1, e2, s):
+    """Windows of four along shift `s` free of the opponent (`e` = own or empty cells)
+    holding at least two stones of `o`, and those holding three."""
+    s2 = s + s
+    s3 = s2 + s
+    f0, f1, f2 = _shr3(e0, e1, e2, s)
+    g0, g1, g2 = _shr3(e0, e1, e2, s2)
+    k0, k1, k2 = _shr3(e0, e1, e2, s3)
+    st0 = e0 & f0 & g0 & k0
+    st1 = e1 & f1 & g1 & k1
+    st2 = e2 & f2 & g2 & k2
+    b0, b1, b2 = _shr3(o0, o1, o2, s)
+    c0, c1, c2 = _shr3(o0, o1, o2, s2)
+    d0, d1, d2 = _shr3(o0, o1, o2, s3)
+    # at least two of (o, b, c, d); at least three
+    p0 = o0 & b0
+    q0 = o0 ^ b0
+    r0 = c0 & d0
+    t0 = c0 ^ d0
+    ge2_0 = p0 | r0 | (q0 & t0)
+    ge3_0 = (p0 & (c0 | d0)) | (r0 & q0)
+    p1 = o1 & b1
+    q1 = o1 ^ b1
+    r1 = c1 & d1
+    t1 = c1 ^ d1
+    ge2_1 = p1 | r1 | (q1 & t1)
+    ge3_1 = (p1 & (c1 | d1)) | (r1 & q1)
+    p2 = o2 & b2
+    q2 = o2 ^ b2
+    r2 = c2 & d2
+    t2 = c2 ^ d2
+    ge2_2 = p2 | r2 | (q2 & t2)
+    ge3_2 = (p2 & (c2 | d2)) | (r2 & q2)
+    n2 = _pop3(st0 & ge2_0, st1 & ge2_1, st2 & ge2_2)
+    n3 = _pop3(st0 & ge3_0, st1 & ge3_1, st2 & ge3_2)
+    return n2, n3
+
+
+@njit(cache=True)
+def _side_score(o0, o1, o2, x0, x1, x2, e0, e1, e2, q0, q1, q2, t0, t1, t2, w0, w1, w2):
+    """Static score of one side: `o` its stones, `x` the other side's, `e` empty cells,
+    `q` cells of good parity for it, `t` its winning cells, `w` the other side's."""
+    f0 = (e0 | o0)
+    f1 = (e1 | o1)
+    f2 = (e2 | o2)
+    n2 = 0
+    n3 = 0
+    a, b = _window_count(o0, o1, o2, f0, f1, f2, np.uint64(1))
+    n2 += a
+    n3 += b
+    a, b = _window_count(o0, o1, o2, f0, f1, f2, np.uint64(16))
+    n2 += a
+    n3 += b
+    a, b = _window_count(o0, o1, o2, f0, f1, f2, np.uint64(17))
+    n2 += a
+    n3 += b
+    a, b = _window_count(o0, o1, o2, f0, f1, f2, np.uint64(15))
+    n2 += a
+    n3 += b
+    # winning cells: more if of good parity, more if not blocked by the other side's
+    # winning cell right below, a lot for two stacked ones (a near-certain win)
+    threats = _pop3(t0, t1, t2)
+    good = _pop3(t0 & q0, t1 & q1, t2 & q2)
+    b0, b1, b2 = _shl3(w0, w1, w2, _U1)  # cells directly above the other's winning cells
+    shadowed = _pop3(t0 & b0, t1 & b1, t2 & b2)
+    u0, u1, u2 = _shl3(t0, t1, t2, _U1)
+    stacked = _pop3(t0 & u0, t1 & u1, t2 & u2)
+    return 2 * n2 + 3 * n3 + 24 * threats + 16 * good - 12 * shadowed + 60 * stacked
+
+
+@njit(cache=True)
+def _evaluate3(c0, c1, c2, m0, m1, m2, n, geo):
+    """Heuristic value for the side to move (inside +-HEUR_LIMIT)."""
+    f0 = geo[M_FBIT]
+    f1 = geo[M_FBIT + 1]
+    f2 = geo[M_FBIT + 2]
+    e0 = geo[M_BOARD] & ~m0
+    e1 = geo[M_BOARD + 1] & ~m1
+    e2 = geo[M_BOARD + 2] & ~m2
+    o0 = c0 ^ m0 ^ f0
+    o1 = c1 ^ m1 ^ f1
+    o2 = c2 ^ m2 ^ f2
+    t0, t1, t2 = bb.threat_cells(c0, c1, c2, e0, e1, e2)
+    w0, w1, w2 = bb.threat_cells(o0, o1, o2, e0, e1, e2)
+    p = n & 1
+    gm = M_GOOD + 3 * p
+    go = M_GOOD + 3 * (1 - p)
+    mine = _side_score(
+        c0, c1, c2, o0, o1, o2, e0, e1, e2, geo[gm], geo[gm + 1], geo[gm + 2],
+        t0, t1, t2, w0, w1, w2,
+    )
+    theirs = _side_score(
+        o0, o1, o2, c0, c1, c2, e0, e1, e2, geo[go], geo[go + 1], geo[go + 2],
+        w0, w1, w2, t0, t1, t2,
+    )
+    return mine - theirs
+
+
+@njit(cache=True)
+def _ab3(c0, c1, c2, m0, m1, m2, h, n, depth, alpha, beta, geo, ttk, ttd, buf, stats):
+    """Depth-limited negamax on three-word bitboards (record layout).
+
+    Precondition: the side to move cannot win at once.  `c`: stones of the side to
+    move; `m`: all stones plus the forbidden cell; `h`: Zobrist hash; `n`: stones on
+    the board.  Values: see WIN_BASE.  stats[0] counts nodes; once it exceeds stats[1]
+    the search sets stats[2] = 1 and unwinds (the result is then meaningless).
+    """
+    stats[0] += 1
+    if stats[0] > stats[1]:
+        stats[2] = 1
+        return 0
+    cells = np.int64(geo[M_CELLS])
+    bo0 = geo[M_BOARD]
+    bo1 = geo[M_BOARD + 1]
+    bo2 = geo[M_BOARD + 2]
+    f0 = geo[M_FBIT]
+    f1 = geo[M_FBIT + 1]
+    f2 = geo[M_FBIT + 2]
+    e0 = bo0 & ~m0
+    e1 = bo1 & ~m1
+    e2 = bo2 & ~m2
+    p0 = (m0 + _BOTTOM_W) & bo0 & ~m0
+    p1 = (m1 + _BOTTOM_W) & bo1 & ~m1
+    p2 = (m2 + _BOTTOM_W) & bo2 & ~m2
+    o0 = c0 ^ m0 ^ f0
+    o1 = c1 ^ m1 ^ f1
+    o2 = c2 ^ m2 ^ f2
+    w0, w1, w2 = bb.threat_cells(o0, o1, o2, e0, e1, e2)
+    x0 = p0 & w0
+    x1 = p1 & w1
+    x2 = p2 & w2
+    forced = False
+    if (x0 | x1 | x2) != _U0:
+        if _pop3(x0, x1, x2) > 1:
+            return -(WIN_BASE + (cells - n) // 2)
+        p0 = x0
+        p1 = x1
+        p2 = x2
+        forced = True
+    u0, u1, u2 = _under3(w0, w1, w2, f0, f1, f2)
+    p0 &= ~u0
+    p1 &= ~u1
+    p2 &= ~u2
+    if (p0 | p1 | p2) == _U0:
+        return -(WIN_BASE + (cells - n) // 2)
+    if n >= cells - 2:
+        return 0
+    lo = pons_to_value(-((cells - 2 - n) // 2))
+    if alpha < lo:
+        alpha = lo
+        if alpha >= beta:
+            return alpha
+    hi = pons_to_value((cells - 1 - n) // 2)
+    if beta > hi:
+        beta = hi
+        if alpha >= beta:
+            return beta
+    tt_col = -1
+    d = _tt_get3(ttk, ttd, h)
+    if d >= 0:
+        tt_col = np.int64((d >> 52) & 0xF) - 1
+        sdepth = (d >> 32) & 0xFFFF
+        if sdepth >= depth:
+            flag = (d >> 48) & 0xF
+            v = _unpack_val(d)
+            if flag == TT_EXACT:
+                return v
+            if flag == TT_LOWER:
+                if v > alpha:
+                    alpha = v
+                    if alpha >= beta:
+                        return alpha
+            elif v < beta:
+                beta = v
+                if alpha >= beta:
+                    return beta
+    if depth <= 0:
+        return _evaluate3(c0, c1, c2, m0, m1, m2, n, geo)
+    # order: TT move first, then most winning cells created, centre first on ties
+    width = np.int64(geo[M_WIDTH])
+    k = 0
+    for i in range(width - 1, -1, -1):
+        col = np.int64(geo[M_ORDER + i])
+        lsh = np.uint64((col & 3) * 16)
+        wi = col >> 2
+        pw = p0 if wi == 0 else (p1 if wi == 1 else p2)
+        mv = pw & (_LANE << lsh)
+        if mv == _U0:
+            continue
+        if col == tt_col:
+            sc = 1000
+        else:
+            a0 = c0
+            a1 = c1
+            a2 = c2
+            b0 = e0
+            b1 = e1
+            b2 = e2
+            if wi == 0:
+                a0 |= mv
+                b0 &= ~mv
+            elif wi == 1:
+                a1 |= mv
+                b1 &= ~mv
+            else:
+                a2 |= mv
+                b2 &= ~mv
+            t0, t1, t2 = bb.threat_cells(a0, a1, a2, b0, b1, b2)
+            sc = _pop3(t0, t1, t2)
+        j = k
+        while j > 0 and buf[n, 2 * (j - 1) + 1] > sc:
+            buf[n, 2 * j] = buf[n, 2 * (j - 1)]
+            buf[n, 2 * j + 1] = buf[n, 2 * (j - 1) + 1]
+            j -= 1
+        buf[n, 2 * j] = col
+        buf[n, 2 * j + 1] = sc
+        k += 1
+    # a forced reply costs no depth; exact mode (UNLIMITED) never counts depth down
+    nd = depth if (forced or depth >= UNLIMITED) else depth - 1
+    alpha0 = alpha
+    pl = n & 1
+    best = -INF
+    best_col = -1
+    while k > 0:
+        k -= 1
+        col = buf[n, 2 * k]
+        lsh = np.uint64((col & 3) * 16)
+        wi = col >> 2
+        pw = p0 if wi == 0 else (p1 if wi == 1 else p2)
+        mv = pw & (_LANE << lsh)
+        nm0 = m0
+        nm1 = m1
+        nm2 = m2
+        if wi == 0:
+            nm0 |= mv
+        elif wi == 1:
+            nm1 |= mv
+        else:
+            nm2 |= mv
+        nh = h ^ bb.ZOBRIST_STONES[pl, wi * 64 + _bit_index(mv)]
+        score = -_ab3(o0, o1, o2, nm0, nm1, nm2, nh, n + 1, nd, -beta, -alpha,
+                      geo, ttk, ttd, buf, stats)
+        if stats[2] != 0:
+            return 0
+        if score > best:
+            best = score
+            best_col = col
+        if score >= beta:
+            sd = UNLIMITED if score >= WIN_BASE else depth
+            _tt_put3(ttk, ttd, h, score, sd, TT_LOWER, col)
+            return score
+        if score > alpha:
+            alpha = score
+    if best > alpha0:
+        sd = UNLIMITED if (best >= WIN_BASE or best <= -WIN_BASE) else depth
+        _tt_put3(ttk, ttd, h, best, sd, TT_EXACT, best_col)
+    else:
+        sd = UNLIMITED if best <= -WIN_BASE else depth
+        _tt_put3(ttk, ttd, h, best, sd, TT_UPPER, best_col)
+    return best
+
+
+@njit(cache=True)
+def _move_bit3(p0, p1, p2, col):
+    """(word index, bit) of the landing cell of `col` in the playable-cell words `p`."""
+    wi = col >> 2
+    pw = p0 if wi == 0 else (p1 if wi == 1 else p2)
+    return wi, pw & (_LANE << np.uint64((col & 3) * 16))
+
+
+@njit(cache=True)
+def _can_win_next3(c0, c1, c2, m0, m1, m2, geo):
+    e0 = geo[M_BOARD] & ~m0
+    e1 = geo[M_BOARD + 1] & ~m1
+    e2 = geo[M_BOARD + 2] & ~m2
+    t0, t1, t2 = bb.threat_cells(c0, c1, c2, e0, e1, e2)
+    p0 = (m0 + _BOTTOM_W) & e0
+    p1 = (m1 + _BOTTOM_W) & e1
+    p2 = (m2 + _BOTTOM_W) & e2
+    return ((t0 & p0) | (t1 & p1) | (t2 & p2)) != _U0
+
+
+@njit(cache=True)
+def _root3(c0, c1, c2, m0, m1, m2, h, n, depth, geo, ttk, ttd, buf, stats, vals, exact):
+    """Search every legal move of the root to `depth`: vals[c] is the value of column c
+    for the side to move, exact[c] 1 if exact, 0 if only an upper bound, -1 if illegal.
+    Assumes the side to move has no immediate win. Returns the best column (-1 if the
+    node budget ran out: then stats[2] == 1)."""
+    cells = np.int64(geo[M_CELLS])
+    width = np.int64(geo[M_WIDTH])
+    for c in range(vals.shape[0]):
+        vals[c] = -INF
+        exact[c] = -1
+    e0 = geo[M_BOARD] & ~m0
+    e1 = geo[M_BOARD + 1] & ~m1
+    e2 = geo[M_BOARD + 2] & ~m2
+    p0 = (m0 + _BOTTOM_W) & e0
+    p1 = (m1 + _BOTTOM_W) & e1
+    p2 = (m2 + _BOTTOM_W) & e2
+    f0 = geo[M_FBIT]
+    f1 = geo[M_FBIT + 1]
+    f2 = geo[M_FBIT + 2]
+    o0 = c0 ^ m0 ^ f0
+    o1 = c1 ^ m1 ^ f1
+    o2 = c2 ^ m2 ^ f2
+    tt_col = -1
+    d = _tt_get3(ttk, ttd, h)
+    if d >= 0:
+        tt_col = np.int64((d >> 52) & 0xF) - 1
+    pl = n & 1
+    best = -INF
+    best_col = -1
+    for i in range(-1, width):
+        if i < 0:
+            col = tt_col
+            if col < 0:
+                continue
+        else:
+            col = np.int64(geo[M_ORDER + i])
+            if col == tt_col:
+                continue
+        wi, mv = _move_bit3(p0, p1, p2, col)
+        if mv == _U0:
+            continue
+        nm0 = m0
+        nm1 = m1
+        nm2 = m2
+        if wi == 0:
+            nm0 |= mv
+        elif wi == 1:
+            nm1 |= mv
+        else:
+            nm2 |= mv
+        if n + 1 >= cells:
+            v = 0
+            ex = 1
+        elif _can_win_next3(o0, o1, o2, nm0, nm1, nm2, geo):
+            v = -pons_to_value((cells - n) // 2)
+            ex = 1
+        else:
+            nh = h ^ bb.ZOBRIST_STONES[pl, wi * 64 + _bit_index(mv)]
+            alpha = best - 1 if best > -INF else -INF
+            nd = depth if depth >= UNLIMITED else depth - 1
+            v = -_ab3(o0, o1, o2, nm0, nm1, nm2, nh, n + 1, nd, -INF, -alpha,
+                      geo, ttk, ttd, buf, stats)
+            if stats[2] != 0:
+                return -1
+            ex = 1 if v > alpha else 0
+        vals[col] = v
+        exact[col] = ex
+        if v > best:
+            best = v
+            best_col = col
+    _tt_put3(ttk, ttd, h, best, depth, TT_EXACT, best_col)
+    return best_col
+
+
+@njit(cache=True)
+def _solve3(c0, c1, c2, m0, m1, m2, h, n, geo, ttk, ttd, buf, stats):
+    """Exact Pons score by null-window searches of the multi-word engine."""
+    cells = np.int64(geo[M_CELLS])
+    if _can_win_next3(c0, c1, c2, m0, m1, m2, geo):
+        return (cells + 1 - n) // 2
+    lo = -((cells - n) // 2)
+    hi = (cells + 1 - n) // 2
+    while lo < hi:
+        med = lo + (hi - lo) // 2
+        if med <= 0 and _tdiv2(lo) < med:
+            med = _tdiv2(lo)
+        elif med >= 0 and _tdiv2(hi) > med:
+            med = _tdiv2(hi)
+        r = value_to_pons(_ab3(c0, c1, c2, m0, m1, m2, h, n, np.int64(UNLIMITED),
+                               pons_to_value(med), pons_to_value(med + 1),
+                               geo, ttk, ttd, buf, stats))
+        if r <= med:
+            hi = r
+        else:
+            lo = r
+    return lo
+
+
+@njit(cache=True)
+def _at_least3(c0, c1, c2, m0, m1, m2, h, n, s, geo, ttk, ttd, buf, stats):
+    """True if the exact score of the position is >= s."""
+    cells = np.int64(geo[M_CELLS])
+    if _can_win_next3(c0, c1, c2, m0, m1, m2, geo):
+        return (cells + 1 - n) // 2 >= s
+    r = _ab3(c0, c1, c2, m0, m1, m2, h, n, np.int64(UNLIMITED), pons_to_value(s - 1),
+             pons_to_value(s), geo, ttk, ttd, buf, stats)
+    return value_to_pons(r) >= s
+
+
+@njit(cache=True)
+def _at_least1(cur, mask, n, s, geo, tt, buf, stats):
+    """True if the exact score of the position is >= s."""
+    cells = np.int64(geo[G_CELLS])
+    if _can_win_next1(cur, mask, geo):
+        return (cells + 1 - n) // 2 >= s
+    return _negamax1(cur, mask, n, s - 1, s, geo, tt, buf, stats) >= s
+
+
+def record_to_words3(state) -> tuple:
+    """(c0, c1, c2, m0, m1, m2, hash, n) of a record for the multi-word engine."""
+    p = int(state["ply"]) & 1
+    st = state["stones"][p]
+    m = state["mask"]
+    return (
+        np.uint64(st[0]), np.uint64(st[1]), np.uint64(st[2]),
+        np.uint64(m[0]), np.uint64(m[1]), np.uint64(m[2]),
+        np.uint64(state["hash"]), int(state["ply"]),
+    )
+
+
+# ============================================================================ Python API
+class Solver:
+    """Exact solver whose transposition tables live across calls.
+
+    ``tt_log2``: about 2**tt_log2 entries for each table (8 bytes each for the one-word
+    table, 16 for the multi-word one); tables are allocated on first use.  Positions
+    of different board setups may share a table (one-word keys are compared together
+    with the setup they were made for: the table is cleared when the setup changes).
+    """
+
+    def __init__(self, tt_log2: int = DEFAULT_TT_LOG2):
+        if not 10 <= tt_log2 <= 30:
+            raise ValueError(f"tt_log2 must be in 10..30, got {tt_log2}")
+        self.tt_log2 = tt_log2
+        self._tt1 = None
+        self._setup1 = None
+        self._geo1 = None
+        self._tt3k = None
+        self._tt3d = None
+        self._geo3 = {}
+        self._buf = np.zeros((bb.MAX_SIZE * bb.MAX_SIZE + 2, BUF_STRIDE), dtype=np.int64)
+        self._stats = np.zeros(4, dtype=np.int64)
+        self.nodes = 0  # nodes of the last call
+
+    # ------------------------------------------------------------------ internals
+    def _one_word(self, game: Game):
+        setup = (game.height, game.width, game.forbidden)
+        if self._tt1 is None:
+            self._tt1 = np.zeros(prime_below(1 << self.tt_log2), dtype=np.uint64)
+        if setup != self._setup1:
+            if self._setup1 is not None:
+                self._tt1[:] = 0
+            self._setup1 = setup
+            self._geo1 = make_geometry(*setup)
+        return self._geo1
+
+    def _multi_word(self, game: Game):
+        setup = (game.height, game.width, game.forbidden)
+        if self._tt3k is None:
+            self._tt3k = np.zeros(1 << self.tt_log2, dtype=np.uint64)
+            self._tt3d = np.zeros(1 << self.tt_log2, dtype=np.int64)
+        geo = self._geo3.get(setup)
+        if geo is None:
+            geo = self._geo3[setup] = make_geometry3(*setup)
+        return geo
+
+    def _prepare(self, game: Game):
+        if game.result is not None:
+            raise ValueError(f"the game is over (result {game.result}): nothing to solve")
+        self._stats[:] = 0
+        self._stats[1] = np.iinfo(np.int64).max
+
+    def clear(self) -> None:
+        """Forget everything the tables hold."""
+        if self._tt1 is not None:
+            self._tt1[:] = 0
+        if self._tt3k is not None:
+            self._tt3k[:] = 0
+            self._tt3d[:] = 0
+
+    # ------------------------------------------------------------------ API
+    def solve(self, game: Game) -> int:
+        """The exact score of `game` for the side to move (Pons's convention)."""
+        self._prepare(game)
+        st = game.state[0]
+        if fits_one_word(game.height, game.width):
+            geo = self._one_word(game)
+            cur, mask, n = record_to_word(st)
+            r = _solve1(cur, mask, n, -1000, 1000, geo, self._tt1, self._buf, self._stats)
+        else:
+            geo = self._multi_word(game)
+            r = _solve3(*record_to_words3(st), geo, self._tt3k, self._tt3d, self._buf,
+                        self._stats)
+        self.nodes = int(self._stats[0])
+        return int(r)
+
+    def at_least(self, game: Game, s: int) -> bool:
+        """True if the exact score of `game` is >= s (one null-window search)."""
+        self._prepare(game)
+        st = game.state[0]
+        if fits_one_word(game.height, game.width):
+            geo = self._one_word(game)
+            cur, mask, n = record_to_word(st)
+            r = _at_least1(cur, mask, n, int(s), geo, self._tt1, self._buf, self._stats)
+        else:
+            geo = self._multi_word(game)
+            r = _at_least3(*record_to_words3(st), int(s), geo, self._tt3k, self._tt3d,
+                           self._buf, self._stats)
+        self.nodes = int(self._stats[0])
+        return bool(r)
+
+    def _cells(self, game: Game) -> int:
+        return game.height * game.width - (game.forbidden is not None)
+
+    def move_scores(self, game: Game) -> dict[int, int]:
+        """Exact score of every legal column: {col: score for the side to move}."""
+        if game.result is not None:
+            raise ValueError(f"the game is over (result {game.result}): nothing to solve")
+        out = {}
+        cells = self._cells(game)
+        n = game.ply
+        for c in game.legal_moves():
+            g2 = game.copy()
+            g2.play(c)
+            if g2.result is None:
+                out[c] = -self.solve(g2)
+            elif g2.result == 0:
+                out[c] = 0
+            else:
+                out[c] = (cells + 1 - n) // 2
+        return out
+
+    def best_moves(self, game: Game) -> list[int]:
+        """All optimal columns (those whose score equals the position's score)."""
+        s = self.solve(game)
+        cells = self._cells(game)
+        n = game.ply
+        out = []
+        for c in game.legal_moves():
+            g2 = game.copy()
+            g2.play(c)
+            if g2.result is None:
+                # -score(child) >= s  <=>  score(child) <= -s  <=>  not (score(child) >= 1 - s)
+                ok = not self.at_least(g2, 1 - s)
+            elif g2.result == 0:
+                ok = s == 0
+            else:
+                ok = (cells + 1 - n) // 2 == s
+            if ok:
+                out.append(c)
+        return out
+
+
+_DEFAULT_SOLVER: Solver | None = None
+
+
+def _default_solver() -> Solver:
+    global _DEFAULT_SOLVER
+    if _DEFAULT_SOLVER is None:
+        _DEFAULT_SOLVER = Solver()
+    return _DEFAULT_SOLVER
+
+
+def solve(game: Game) -> int:
+    """Exact score of `game` for the side to move (Pons's convention; shared solver)."""
+    return _default_solver().solve(game)
+
+
+def best_moves(game: Game) -> list[int]:
+    """All optimal columns of `game` (shared solver)."""
+    return _default_solver().best_moves(game)
