@@ -1,26 +1,30 @@
 """In-process evaluators that satisfy the c4fast evaluator contract with a network.
 
 ``evaluate(planes (B, C, H, W), positions) -> (policy logits (B, H, W) float32,
-win/draw/loss probabilities (B, 3) float32)``. Use these where no inference server is
-running (tests, the arena, single-process play); self-play workers use
+win/draw/loss probabilities (B, 3) float32)``. torch is imported only by
+TorchEvaluator, so NumpyEvaluator works where torch is absent. Use these where no
+inference server is running (tests, the arena, single-process play); self-play workers use
 :class:`nets.shm_queue.InferenceClient`, which has the same method.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 
 class TorchEvaluator:
     """Runs a torch model in this process (eval mode, inference_mode)."""
 
-    def __init__(self, model: torch.nn.Module, device: str | torch.device = "cpu"):
+    def __init__(self, model, device="cpu"):
+        import torch
+
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.evals = 0
 
     def evaluate(self, planes: np.ndarray, positions=None):
+        import torch
+
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device).float()
             pol, val = self.model(x)

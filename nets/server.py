@@ -319,6 +319,9 @@ class InferenceServer:
 
 def server_main(handles: q.QueueHandles, cfg: ServerConfig) -> None:
     """Process entry point (multiprocessing target)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     server = InferenceServer(handles, cfg)
     server.serve_forever()
 

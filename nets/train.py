@@ -118,6 +118,7 @@ class Trainer:
         self.step = 0
         self.samples_trained = 0
         self.tb = None
+        self.last_metrics: dict = {}
 
     # ----------------------------------------------------------- state
     @property
@@ -235,10 +236,30 @@ def train(paths, cfg: TrainConfig, out: str, follow: str | None = None, resume: 
         bar = tqdm(total=cfg.steps, initial=trainer.step, unit="step", dynamic_ncols=True)
     t0 = time.monotonic()
     start_step = trainer.step
+    try:
+        _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_step, bar, poll,
+                    max_wait, quiet, log_every, step_samples)
+    except KeyboardInterrupt:
+        if not quiet:
+            print(f"[train] interrupted at step {trainer.step}: saving", file=sys.stderr, flush=True)
+    metrics = trainer.last_metrics
+    if bar is not None:
+        bar.close()
+    final = trainer.save() if trainer.step > start_step or not os.path.exists(trainer.state_path) else None
+    elapsed = time.monotonic() - t0
+    return {"steps": trainer.step, "steps_this_run": trainer.step - start_step,
+            "samples_trained": trainer.samples_trained, "seconds": round(elapsed, 2),
+            "samples_per_s": round((trainer.step - start_step) * step_samples() / max(elapsed, 1e-9), 1),
+            "window_samples": window.window_samples, "total_samples": window.total_samples,
+            "sizes": [f"{h}x{w}" for h, w in window.sizes], "checkpoint": final,
+            **{k: round(v, 5) for k, v in metrics.items() if isinstance(v, float)}}
+
+
+def _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_step, bar, poll,
+                max_wait, quiet, log_every, step_samples):
     last_refresh = time.monotonic()
     waiting_since = None
     last_status = 0.0
-    metrics: dict = {}
     rate_t, rate_n = time.monotonic(), trainer.samples_trained
     sps = 0.0
     while not (cfg.steps and trainer.step >= cfg.steps):
@@ -268,6 +289,7 @@ def train(paths, cfg: TrainConfig, out: str, follow: str | None = None, resume: 
         elif not window.sizes:
             raise ValueError("no training samples found in " + ", ".join(map(str, paths)))
         metrics = trainer.train_step(window)
+        trainer.last_metrics = metrics
         if trainer.step % log_every == 0 or trainer.step == cfg.steps:
             now = time.monotonic()
             sps = (trainer.samples_trained - rate_n) / max(now - rate_t, 1e-9)
@@ -286,16 +308,6 @@ def train(paths, cfg: TrainConfig, out: str, follow: str | None = None, resume: 
             bar.update(1)
         if trainer.step % cfg.checkpoint_every == 0:
             trainer.save()
-    if bar is not None:
-        bar.close()
-    final = trainer.save() if trainer.step > start_step or not os.path.exists(trainer.state_path) else None
-    elapsed = time.monotonic() - t0
-    return {"steps": trainer.step, "steps_this_run": trainer.step - start_step,
-            "samples_trained": trainer.samples_trained, "seconds": round(elapsed, 2),
-            "samples_per_s": round((trainer.step - start_step) * step_samples() / max(elapsed, 1e-9), 1),
-            "window_samples": window.window_samples, "total_samples": window.total_samples,
-            "sizes": [f"{h}x{w}" for h, w in window.sizes], "checkpoint": final,
-            **{k: round(v, 5) for k, v in metrics.items() if isinstance(v, float)}}
 
 
 def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:

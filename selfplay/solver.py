@@ -842,7 +842,8 @@ def _root3(c0, c1, c2, m0, m1, m2, h, n, depth, geo, ttk, ttd, buf, stats, vals,
             nh = h ^ bb.ZOBRIST_STONES[pl, wi * 64 + _bit_index(mv)]
             alpha = best - 1 if best > -INF else -INF
             nd = depth if depth >= UNLIMITED else depth - 1
-            v = -_ab3(o0, o1, o2, nm0, nm1, nm2, nh, n + 1, nd, -INF, -alpha,
+            v = -_ab3(o0, o1, o2, nm0, nm1, nm2, nh, np.int64(n + 1), np.int64(nd),
+                      np.int64(-INF), np.int64(-alpha),
                       geo, ttk, ttd, buf, stats)
             if stats[2] != 0:
                 return -1
@@ -917,15 +918,22 @@ class Solver:
     """Exact solver whose transposition tables live across calls.
 
     ``tt_log2``: about 2**tt_log2 entries for each table (8 bytes each for the one-word
-    table, 16 for the multi-word one); tables are allocated on first use.  Positions
-    of different board setups may share a table (one-word keys are compared together
-    with the setup they were made for: the table is cleared when the setup changes).
+    table, 16 for the multi-word one); tables are allocated on first use.  One-word
+    keys do not encode the board setup, so that table is cleared whenever the setup
+    changes; multi-word keys are Zobrist hashes, which do.  ``engine``: "auto" (the
+    one-word engine whenever ``(height + 1) * width <= 64``), "one-word" or
+    "multi-word" (to cross-check the two).
     """
 
-    def __init__(self, tt_log2: int = DEFAULT_TT_LOG2):
-        if not 10 <= tt_log2 <= 30:
-            raise ValueError(f"tt_log2 must be in 10..30, got {tt_log2}")
-        self.tt_log2 = tt_log2
+    ENGINES = ("auto", "one-word", "multi-word")
+
+    def __init__(self, tt_log2: int = DEFAULT_TT_LOG2, engine: str = "auto"):
+        if isinstance(tt_log2, bool) or not isinstance(tt_log2, (int, np.integer)) or not 10 <= tt_log2 <= 30:
+            raise ValueError(f"tt_log2 must be an integer in 10..30, got {tt_log2!r}")
+        if engine not in self.ENGINES:
+            raise ValueError(f"engine must be one of {self.ENGINES}, got {engine!r}")
+        self.tt_log2 = int(tt_log2)
+        self.engine = engine
         self._tt1 = None
         self._setup1 = None
         self._geo1 = None
@@ -937,10 +945,20 @@ class Solver:
         self.nodes = 0  # nodes of the last call
 
     # ------------------------------------------------------------------ internals
+    def _use_one_word(self, game: Game) -> bool:
+        fits = fits_one_word(game.height, game.width)
+        if self.engine == "one-word" and not fits:
+            raise ValueError(
+                f"the one-word engine needs (height + 1) * width <= 64, "
+                f"got {game.height}x{game.width}"
+            )
+        return fits and self.engine != "multi-word"
+
     def _one_word(self, game: Game):
         setup = (game.height, game.width, game.forbidden)
         if self._tt1 is None:
-            self._tt1 = np.zeros(prime_below(1 << self.tt_log2), dtype=np.uint64)
+            self._tt1 = np.empty(prime_below(1 << self.tt_log2), dtype=np.uint64)
+            self._tt1.fill(0)  # touch every page now, not inside the timed search
         if setup != self._setup1:
             if self._setup1 is not None:
                 self._tt1[:] = 0
@@ -951,8 +969,10 @@ class Solver:
     def _multi_word(self, game: Game):
         setup = (game.height, game.width, game.forbidden)
         if self._tt3k is None:
-            self._tt3k = np.zeros(1 << self.tt_log2, dtype=np.uint64)
-            self._tt3d = np.zeros(1 << self.tt_log2, dtype=np.int64)
+            self._tt3k = np.empty(1 << self.tt_log2, dtype=np.uint64)
+            self._tt3d = np.empty(1 << self.tt_log2, dtype=np.int64)
+            self._tt3k.fill(0)
+            self._tt3d.fill(0)
         geo = self._geo3.get(setup)
         if geo is None:
             geo = self._geo3[setup] = make_geometry3(*setup)
@@ -977,7 +997,7 @@ class Solver:
         """The exact score of `game` for the side to move (Pons's convention)."""
         self._prepare(game)
         st = game.state[0]
-        if fits_one_word(game.height, game.width):
+        if self._use_one_word(game):
             geo = self._one_word(game)
             cur, mask, n = record_to_word(st)
             r = _solve1(cur, mask, n, -1000, 1000, geo, self._tt1, self._buf, self._stats)
@@ -992,7 +1012,7 @@ class Solver:
         """True if the exact score of `game` is >= s (one null-window search)."""
         self._prepare(game)
         st = game.state[0]
-        if fits_one_word(game.height, game.width):
+        if self._use_one_word(game):
             geo = self._one_word(game)
             cur, mask, n = record_to_word(st)
             r = _at_least1(cur, mask, n, int(s), geo, self._tt1, self._buf, self._stats)
@@ -1063,3 +1083,130 @@ def solve(game: Game) -> int:
 def best_moves(game: Game) -> list[int]:
     """All optimal columns of `game` (shared solver)."""
     return _default_solver().best_moves(game)
+
+
+# ============================================================================ benchmark
+class PonsFileError(ValueError):
+    """A missing or malformed Pons benchmark file."""
+
+
+def read_pons_file(path, limit: int | None = None) -> list[tuple[str, int]]:
+    """[(moves, score)] of a Pons benchmark file (``<moves> <score>`` per line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise PonsFileError(f"{p}: no such file")
+    out = []
+    with p.open() as f:
+        for lineno, line in enumerate(f, 1):
+            if limit is not None and len(out) >= limit:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            parts = line.split()
+            if (
+                len(parts) != 2
+                or not parts[0].isdigit()
+                or any(ch not in "1234567" for ch in parts[0])
+                or not parts[1].lstrip("-").isdigit()
+            ):
+                raise PonsFileError(
+                    f"{p}:{lineno}: expected '<moves 1..7> <score>', got {line[:60]!r}"
+                )
+            out.append((parts[0], int(parts[1])))
+    return out
+
+
+def pons_game(moves: str) -> Game:
+    """The 6x7 game of a Pons move string ('4455': columns 1..7, leftmost 1)."""
+    g = Game.from_moves(6, 7, None, [int(ch) - 1 for ch in moves])
+    if g.result is not None:
+        raise ValueError(f"{moves}: the game is already over")
+    return g
+
+
+def bench_file(solver: Solver, path, limit: int | None = None) -> dict:
+    """Solve every position of a Pons file with the one-word engine; the JSON record."""
+    entries = read_pons_file(path, limit)
+    curs = np.zeros(len(entries), dtype=np.uint64)
+    masks = np.zeros(len(entries), dtype=np.uint64)
+    ns = np.zeros(len(entries), dtype=np.int64)
+    expected = np.array([s for _, s in entries], dtype=np.int64)
+    for i, (moves, _) in enumerate(entries):
+        try:
+            g = pons_game(moves)
+        except ValueError as e:
+            raise PonsFileError(f"{path}: position {i + 1}: {e}") from None
+        curs[i], masks[i], ns[i] = record_to_word(g.state[0])
+    geo = solver._one_word(Game(6, 7))
+    out = np.zeros(len(entries), dtype=np.int64)
+    nodes = np.zeros(len(entries), dtype=np.int64)
+    solver._stats[:] = 0
+    t0 = time.perf_counter()
+    _solve1_batch(curs, masks, ns, geo, solver._tt1, solver._buf, solver._stats, out, nodes)
+    dt = time.perf_counter() - t0
+    n = len(entries)
+    return {
+        "file": Path(path).name,
+        "positions": n,
+        "correct": int((out == expected).sum()),
+        "positions_per_s": round(n / dt, 1) if dt > 0 else None,
+        "mean_nodes": round(float(nodes.mean()), 1) if n else 0.0,
+        "nodes_per_s": round(float(nodes.sum()) / dt, 1) if dt > 0 else None,
+        "seconds": round(dt, 4),
+    }
+
+
+def _warm_up(solver: Solver) -> None:
+    """Compile (or load) the kernels outside the timed region."""
+    g = pons_game("4455")
+    geo = solver._one_word(g)
+    cur, mask, n = record_to_word(g.state[0])
+    a = np.array([cur], dtype=np.uint64)
+    b = np.array([mask], dtype=np.uint64)
+    c = np.array([n], dtype=np.int64)
+    o = np.zeros(1, dtype=np.int64)
+    _solve1_batch(a, b, c, geo, solver._tt1, solver._buf, solver._stats, o, o.copy())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m selfplay.solver",
+        description=(
+            "Solve Pascal Pons's Connect Four benchmark files exactly and check the scores. "
+            "Prints one JSON line per file: positions, correct, positions_per_s, mean_nodes."
+        ),
+    )
+    ap.add_argument("--file", action="append", required=True, metavar="PATH",
+                    help="a Pons file (lines '<moves> <score>'); repeat for several")
+    ap.add_argument("--limit", type=int, default=None, metavar="N",
+                    help="solve only the first N positions of each file")
+    ap.add_argument("--tt-log2", type=int, default=DEFAULT_TT_LOG2,
+                    help=f"transposition table of about 2**N entries (default {DEFAULT_TT_LOG2})")
+    ap.add_argument("--fresh-table", action="store_true",
+                    help="clear the transposition table before each file (default: keep it)")
+    args = ap.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        solver = Solver(args.tt_log2)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        for path in args.file:  # validate every file before the long run
+            read_pons_file(path, args.limit)
+        _warm_up(solver)
+        for path in args.file:
+            if args.fresh_table:
+                solver.clear()
+            print(json.dumps(bench_file(solver, path, args.limit)), flush=True)
+    except PonsFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

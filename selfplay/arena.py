@@ -1,0 +1,214 @@
+"""`python -m selfplay.arena`: matches between two players as paired games.
+
+Each pair is played on one random Saiblo board (size and forbidden cell drawn from the
+pair's seed) twice, with colours swapped, so board luck and the first-move advantage
+cancel. Pairs run in parallel processes; every game is appended to a JSON-lines file
+(``first``, ``second``, ``result`` 0 draw / 1 first won / 2 second won, board, moves),
+the format selfplay.elo reads. Prints a results table with the score of player A and
+its 95 % confidence interval.
+
+Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (selfplay.bots),
+``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
+(raw policy only), ``net:PATH:1.5s`` (time budget). PATH is a .pt checkpoint, a
+directory of checkpoints (the newest is used) or a .npz numpy export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import numpy as np
+
+import c4fast
+from selfplay.policy import parse_sizes
+
+
+def make_any_player(spec: str, seed: int = 0, threads: int = 1):
+    """A player from a spec string (see the module docstring); ValueError if malformed."""
+    if spec.startswith("net:"):
+        from selfplay.netplayer import NetPlayer
+
+        rest = spec[4:]
+        playouts, seconds = 200, 0.0
+        head, _, tail = rest.rpartition(":")
+        if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_float(tail[:-1]))):
+            rest = head
+            if tail == "policy":
+                playouts = 0
+            elif tail.endswith("s"):
+                seconds, playouts = float(tail[:-1]), 0
+            else:
+                playouts = int(tail)
+        if not os.path.exists(rest):
+            raise ValueError(f"player {spec!r}: no checkpoint at {rest!r}")
+        return NetPlayer(rest, playouts=playouts, seconds=seconds, name=spec, threads=threads)
+    from selfplay.bots import make_player
+
+    p = make_player(spec, seed=seed) if "seed" in make_player.__code__.co_varnames else make_player(spec)
+    p.name = spec
+    return p
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def setup_for_pair(seed: int, pair: int, sizes) -> tuple[int, int, tuple[int, int] | None]:
+    """The board of pair `pair`: a size from `sizes` and a uniform forbidden cell."""
+    rng = np.random.default_rng([seed, pair])
+    h, w = sizes[int(rng.integers(len(sizes)))]
+    return h, w, (int(rng.integers(h)), int(rng.integers(w)))
+
+
+def play_game(first, second, height, width, forbidden) -> dict:
+    """One game; returns its record (result 0 draw, 1 first won, 2 second won)."""
+    game = c4fast.Game(height, width, forbidden)
+    players = {1: first, 2: second}
+    for p in players.values():
+        p.reset(game)
+    t0 = time.perf_counter()
+    while game.result is None:
+        col = players[game.to_move].choose(game.copy())
+        if col not in game.legal_moves():
+            raise RuntimeError(f"player {players[game.to_move].name} chose illegal column {col}")
+        game.play(col)
+    return {"first": first.name, "second": second.name, "result": game.result, "height": height,
+            "width": width, "forbidden": list(forbidden) if forbidden else None, "moves": game.moves,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+_PLAYERS: dict = {}
+
+
+def _init_worker(spec_a, spec_b, seed, threads):
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _PLAYERS["a"] = make_any_player(spec_a, seed=seed, threads=threads)
+    _PLAYERS["b"] = make_any_player(spec_b, seed=seed + 1, threads=threads)
+
+
+def _play_pair(args):
+    pair, seed, sizes = args
+    a, b = _PLAYERS["a"], _PLAYERS["b"]
+    h, w, f = setup_for_pair(seed, pair, sizes)
+    out = []
+    for first, second in ((a, b), (b, a)):
+        rec = play_game(first, second, h, w, f)
+        rec["pair"] = pair
+        out.append(rec)
+    return out
+
+
+def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
+               sizes=None, out_path: str | None = None, progress: bool = False,
+               threads: int = 1) -> list[dict]:
+    """Play `pairs` paired games (2 * pairs games); returns the records (also appended to out_path)."""
+    sizes = sizes or parse_sizes("saiblo")
+    make_any_player(spec_a), make_any_player(spec_b)  # validate specs before starting processes
+    tasks = [(i, seed, sizes) for i in range(pairs)]
+    records: list[dict] = []
+    fh = open(out_path, "a") if out_path else None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=2 * pairs, unit="game", dynamic_ncols=True)
+    try:
+        if workers <= 1:
+            _init_worker(spec_a, spec_b, seed, threads)
+            it = map(_play_pair, tasks)
+            pool = None
+        else:
+            pool = mp.get_context("spawn").Pool(workers, _init_worker, (spec_a, spec_b, seed, threads))
+            it = pool.imap_unordered(_play_pair, tasks)
+        for recs in it:
+            for r in recs:
+                records.append(r)
+                if fh:
+                    fh.write(json.dumps(r) + "\n")
+                    fh.flush()
+            if bar:
+                bar.update(2)
+        if pool is not None:
+            pool.close()
+            pool.join()
+    finally:
+        if fh:
+            fh.close()
+        if bar:
+            bar.close()
+    return records
+
+
+def summarize(records: list[dict], name_a: str) -> dict:
+    """Score of `name_a` (wins + draws / 2) with its 95 % interval, split by colour."""
+    from selfplay.elo import score_interval
+
+    w = d = lose = 0
+    first = [0, 0, 0]
+    for r in records:
+        a_first = r["first"] == name_a
+        res = r["result"]
+        if res == 0:
+            d += 1
+            k = 1
+        elif (res == 1) == a_first:
+            w += 1
+            k = 0
+        else:
+            lose += 1
+            k = 2
+        if a_first:
+            first[k] += 1
+    score, lo, hi = score_interval(w, d, lose)
+    return {"player": name_a, "games": len(records), "wins": w, "draws": d, "losses": lose,
+            "score": round(score, 4), "ci95": [round(lo, 4), round(hi, 4)],
+            "as_first": {"wins": first[0], "draws": first[1], "losses": first[2]}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m selfplay.arena", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a", help="player A spec")
+    ap.add_argument("b", help="player B spec")
+    ap.add_argument("--pairs", type=int, default=50, help="board pairs (2 games each; default 50)")
+    ap.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7,9x9")
+    ap.add_argument("--out", default=None, help="append game records to this JSON-lines file")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    try:
+        if args.pairs < 1 or args.workers < 1:
+            raise ValueError("--pairs and --workers must be >= 1")
+        sizes = parse_sizes(args.sizes)
+        t0 = time.perf_counter()
+        records = play_match(args.a, args.b, args.pairs, args.workers, args.seed, sizes, args.out,
+                             progress=not args.json)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    dt = time.perf_counter() - t0
+    s = summarize(records, records[0]["first"] if records[0]["first"] == args.a else args.a)
+    s["games_per_s"] = round(len(records) / dt, 2)
+    if args.json:
+        print(json.dumps(s))
+    else:
+        lo, hi = s["ci95"]
+        print(f"{args.a} vs {args.b}: {s['games']} games, +{s['wins']} ={s['draws']} -{s['losses']}, "
+              f"score {s['score']:.3f} (95% CI {lo:.3f}..{hi:.3f}), {s['games_per_s']} games/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

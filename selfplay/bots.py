@@ -1,0 +1,607 @@
+"""Baseline players: random, greedy, plain UCT, alpha-beta, and the exact solver.
+
+Every player follows the small :class:`Player` protocol used by the arena, the
+Saiblo player and human play::
+
+    player.reset(game)      # a new game starts (the board setup is known)
+    col = player.choose(game)   # a legal column for game.to_move
+    player.analysis()       # what the last choose() found ({} if nothing)
+
+Players are deterministic for a seed (each owns its RNG) and never modify the game
+they are given.  The search kernels are Numba ``njit`` code on POSITION_DTYPE
+records and bitboard words; Python runs once per move, never per node.
+
+* :class:`RandomPlayer`: a uniformly random legal column.
+* :class:`GreedyPlayer`: win now; else block the opponent's immediate win; else avoid
+  columns that give the opponent a win on top; else centre-biased random.
+* :class:`UCTPlayer`: plain UCT (UCB1) with uniformly random rollouts, one rollout
+  per iteration, an array tree (the kind of sample AI the Saiblo platform offers).
+* :class:`AlphaBetaPlayer`: iterative-deepening negamax with a transposition table
+  under a time budget, threat-aware static evaluation at the horizon (the engine of
+  :mod:`selfplay.solver`; exact once the depth reaches the number of empty cells).
+* :class:`SolverPlayer`: a uniformly random optimal move (exact solver; small boards
+  or endgames only).
+
+``make_player(spec)`` builds one from a string: ``random``, ``greedy``,
+``uct[:ROLLOUTS[:C]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``, ``solver``.
+
+Benchmark (one JSON line)::
+
+    python -m selfplay.bots --bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numba import njit
+
+import c4fast  # noqa: F401  (sets up the Numba cache directory)
+from c4fast import bitboard as bb
+from c4fast.game import Game
+from c4fast.rollout import make_rng, playout, randbelow, uniform
+from selfplay import solver as sv
+
+
+@runtime_checkable
+class Player(Protocol):
+    name: str
+
+    def reset(self, game: Game) -> None: ...
+
+    def choose(self, game: Game) -> int: ...
+
+    def analysis(self) -> dict: ...
+
+
+def _seed_int(seed) -> int:
+    """A 63-bit integer seed from an int, None (fresh entropy) or a numpy Generator."""
+    if seed is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(0, 2**63 - 1))
+    return int(seed)
+
+
+def _check_running(game: Game) -> None:
+    if game.result is not None:
+        raise ValueError(f"the game is over (result {game.result}): no move to choose")
+
+
+# =============================================================================== random
+class RandomPlayer:
+    """A uniformly random legal column."""
+
+    def __init__(self, seed=None):
+        self.name = "random"
+        self._rng = make_rng(_seed_int(seed))
+
+    def reset(self, game: Game) -> None:
+        pass
+
+    def choose(self, game: Game) -> int:
+        _check_running(game)
+        return int(_random_kernel(game._state[0], self._rng))
+
+    def analysis(self) -> dict:
+        return {}
+
+
+@njit(cache=True)
+def _random_kernel(pos, rng):
+    return bb.nth_set_bit(bb.legal_columns(pos), randbelow(rng, bb.popcount16(bb.legal_columns(pos))))
+
+
+# =============================================================================== greedy
+@njit(cache=True)
+def _centre_pick(colmask, width, rng):
+    """A random set column of `colmask`, weight width - |2c - (width - 1)| (centre heavy)."""
+    total = 0
+    for c in range(width):
+        if (colmask >> c) & 1:
+            total += width - abs(2 * c - (width - 1))
+    r = randbelow(rng, total)
+    for c in range(width):
+        if (colmask >> c) & 1:
+            r -= width - abs(2 * c - (width - 1))
+            if r < 0:
+                return c
+    return -1
+
+
+@njit(cache=True)
+def _forbidden_words(pos):
+    f0 = np.uint64(0)
+    f1 = np.uint64(0)
+    f2 = np.uint64(0)
+    fr = np.int64(pos.forbidden[0])
+    if fr != bb.NO_CELL:
+        fc = np.int64(pos.forbidden[1])
+        bit = np.uint64(1) << np.uint64((fc & 3) * bb.LANE_BITS + fr)
+        if fc < 4:
+            f0 = bit
+        elif fc < 8:
+            f1 = bit
+        else:
+            f2 = bit
+    return f0, f1, f2
+
+
+@njit(cache=True)
+def greedy_column(pos, rng):
+    """The greedy player's move on record `pos` (see :class:`GreedyPlayer`)."""
+    width = np.int64(pos.width)
+    p = pos.ply & 1
+    c0, c1, c2 = bb.playable_cells(pos)
+    w0, w1, w2 = bb.winning_cells(pos, p)
+    win = bb.columns_of(w0 & c0, w1 & c1, w2 & c2, width)
+    if win:
+        return _centre_pick(win, width, rng)
+    o0, o1, o2 = bb.winning_cells(pos, 1 - p)
+    block = bb.columns_of(o0 & c0, o1 & c1, o2 & c2, width)
+    if block:
+        return _centre_pick(block, width, rng)
+    legal = bb.legal_columns(pos)
+    f0, f1, f2 = _forbidden_words(pos)
+    u0, u1, u2 = sv._under3(o0, o1, o2, f0, f1, f2)
+    unsafe = bb.columns_of(c0 & u0, c1 & u1, c2 & u2, width)
+    safe = legal & ~unsafe
+    return _centre_pick(safe if safe else legal, width, rng)
+
+
+class GreedyPlayer:
+    """Win now; else block an immediate opponent win; else avoid columns whose next
+    landing cell would be an opponent winning cell (when some column is safe); else a
+    centre-biased random column (weight ``width - |2c - (width - 1)|``)."""
+
+    def __init__(self, seed=None):
+        self.name = "greedy"
+        self._rng = make_rng(_seed_int(seed))
+
+    def reset(self, game: Game) -> None:
+        pass
+
+    def choose(self, game: Game) -> int:
+        _check_running(game)
+        return int(greedy_column(game._state[0], self._rng))
+
+    def analysis(self) -> dict:
+        return {}
+
+
+# ================================================================================== UCT
+@njit(cache=True)
+def uct_search(root, rollouts, c_uct, rng, visits, wins, draws, first, nchild, move, path,
+               work):
+    """Plain UCT from record `root`: `rollouts` iterations of select (UCB1, unvisited
+    children first in random order), expand (all children of the leaf, descend into a
+    random one), one uniformly random rollout, backup.  Node 0 is the root; the node
+    arrays need ``1 + rollouts * width`` entries.  ``wins``/``draws`` count results for
+    the player who moved into the node.  Returns the number of nodes used."""
+    width = np.int64(root.width)
+    root_p = np.int64(root.ply & 1)
+    visits[0] = 0
+    wins[0] = 0.0
+    draws[0] = 0.0
+    first[0] = -1
+    nchild[0] = 0
+    nfree = 1
+    w = work[0]
+    for _ in range(rollouts):
+        bb.copy_into(root, w)
+        node = 0
+        depth = 0
+        while w.result == bb.RUNNING:
+            if nchild[node] == 0:
+                legal = bb.legal_columns(w)
+                k = 0
+                for col in range(width):
+                    if (legal >> col) & 1:
+                        i = nfree + k
+                        visits[i] = 0
+                        wins[i] = 0.0
+                        draws[i] = 0.0
+                        first[i] = -1
+                        nchild[i] = 0
+                        move[i] = col
+                        k += 1
+                first[node] = nfree
+                nchild[node] = k
+                nfree += k
+                ch = first[node] + randbelow(rng, k)
+                bb.play(w, move[ch])
+                depth += 1
+                path[depth] = ch
+                break
+            f = first[node]
+            k = nchild[node]
+            unvisited = 0
+            for i in range(f, f + k):
+                if visits[i] == 0:
+                    unvisited += 1
+            if unvisited > 0:
+                r = randbelow(rng, unvisited)
+                ch = -1
+                for i in range(f, f + k):
+                    if visits[i] == 0:
+                        if r == 0:
+                            ch = i
+                            break
+                        r -= 1
+            else:
+                logn = math.log(visits[node])
+                best = -1.0
+                ch = f
+                for i in range(f, f + k):
+                    n = visits[i]
+                    s = (wins[i] + 0.5 * draws[i]) / n + c_uct * math.sqrt(logn / n)
+                    if s > best:
+                        best = s
+                        ch = i
+            bb.play(w, move[ch])
+            depth += 1
+            path[depth] = ch
+            node = ch
+        playout(w, rng, False)
+        res = w.result
+        visits[0] += 1
+        for d in range(1, depth + 1):
+            i = path[d]
+            visits[i] += 1
+            mover = (root_p + d - 1) & 1  # player index who moved into the node
+            if res == bb.DRAW:
+                draws[i] += 1.0
+            elif res == mover + 1:
+                wins[i] += 1.0
+    return nfree
+
+
+class UCTPlayer:
+    """Plain UCT with ``rollouts`` random rollouts per move (UCB1 constant ``c``).
+    The move is the most visited root child (ties: better mean, then lower column)."""
+
+    def __init__(self, rollouts: int = 2000, seed=None, c: float = 1.4):
+        if isinstance(rollouts, bool) or not isinstance(rollouts, (int, np.integer)) or rollouts < 1:
+            raise ValueError(f"rollouts must be a positive integer, got {rollouts!r}")
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 0):
+            raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+        self.rollouts = int(rollouts)
+        self.c = float(c)
+        self.name = f"uct:{self.rollouts}" + ("" if self.c == 1.4 else f":{self.c:g}")
+        self._rng = make_rng(_seed_int(seed))
+        n = 1 + self.rollouts * bb.MAX_SIZE
+        self._visits = np.zeros(n, np.int64)
+        self._wins = np.zeros(n, np.float64)
+        self._draws = np.zeros(n, np.float64)
+        self._first = np.zeros(n, np.int64)
+        self._nchild = np.zeros(n, np.int64)
+        self._move = np.zeros(n, np.int64)
+        self._path = np.zeros(bb.MAX_SIZE * bb.MAX_SIZE + 2, np.int64)
+        self._work = np.zeros(1, dtype=bb.POSITION_DTYPE)
+        self._analysis: dict = {}
+
+    def reset(self, game: Game) -> None:
+        self._analysis = {}
+
+    def choose(self, game: Game) -> int:
+        _check_running(game)
+        uct_search(game._state[0], self.rollouts, self.c, self._rng, self._visits,
+                   self._wins, self._draws, self._first, self._nchild, self._move,
+                   self._path, self._work)
+        f, k = int(self._first[0]), int(self._nchild[0])
+        vis = {int(self._move[i]): int(self._visits[i]) for i in range(f, f + k)}
+        n = max(1, int(self._visits[0]))
+        w = float(self._wins[f:f + k].sum()) / n
+        d = float(self._draws[f:f + k].sum()) / n
+        self._analysis = {"wdl": (w, d, max(0.0, 1.0 - w - d)), "visits": vis}
+
+        def key(i):
+            v = self._visits[i]
+            mean = (self._wins[i] + 0.5 * self._draws[i]) / v if v else -1.0
+            return (v, mean, -int(self._move[i]))
+
+        return int(self._move[max(range(f, f + k), key=key)])
+
+    def analysis(self) -> dict:
+        return dict(self._analysis)
+
+
+# =========================================================================== alpha-beta
+class AlphaBetaPlayer:
+    """Iterative-deepening alpha-beta (negamax, transposition table keyed by the Zobrist
+    hash, TT move then threat-creating moves then centre first, non-losing moves only,
+    forced replies extend the depth) with a static evaluation at the horizon: open
+    windows of two and three stones, winning cells weighted by row parity, blocked
+    (shadowed) and stacked threats.
+
+    Each iteration runs in one ``njit`` call with a node budget derived from the nodes
+    per second measured so far, so the search stops close to ``time_budget_s``; depth 1
+    always completes.  The search is exact once the depth reaches the number of empty
+    cells (or a forced result is found), then it plays an optimal move in Pons's sense
+    (fastest win, slowest loss).  Ties between equal root values are broken at random.
+    """
+
+    def __init__(self, time_budget_s: float = 0.5, max_depth: int = 64, seed=None,
+                 tt_log2: int = 20):
+        if not (isinstance(time_budget_s, (int, float)) and math.isfinite(time_budget_s)
+                and time_budget_s > 0):
+            raise ValueError(f"time_budget_s must be a positive number, got {time_budget_s!r}")
+        if isinstance(max_depth, bool) or not isinstance(max_depth, (int, np.integer)) or max_depth < 1:
+            raise ValueError(f"max_depth must be a positive integer, got {max_depth!r}")
+        if not 10 <= tt_log2 <= 28:
+            raise ValueError(f"tt_log2 must be in 10..28, got {tt_log2}")
+        self.time_budget_s = float(time_budget_s)
+        self.max_depth = int(max_depth)
+        self.name = f"alphabeta:{self.time_budget_s:g}" + (
+            "" if self.max_depth == 64 else f":{self.max_depth}"
+        )
+        self._rng = np.random.default_rng(_seed_int(seed))
+        self._ttk = np.zeros(1 << tt_log2, dtype=np.uint64)
+        self._ttd = np.zeros(1 << tt_log2, dtype=np.int64)
+        self._buf = np.zeros((bb.MAX_SIZE * bb.MAX_SIZE + 2, sv.BUF_STRIDE), dtype=np.int64)
+        self._stats = np.zeros(4, dtype=np.int64)
+        self._vals = np.zeros(bb.MAX_SIZE, dtype=np.int64)
+        self._exact = np.zeros(bb.MAX_SIZE, dtype=np.int64)
+        self._geo: dict = {}
+        self._analysis: dict = {}
+
+    def reset(self, game: Game) -> None:
+        self._ttk[:] = 0
+        self._ttd[:] = 0
+        self._analysis = {}
+
+    def _geometry(self, game: Game) -> np.ndarray:
+        key = (game.height, game.width, game.forbidden)
+        geo = self._geo.get(key)
+        if geo is None:
+            geo = self._geo[key] = sv.make_geometry3(*key)
+        return geo
+
+    def choose(self, game: Game) -> int:
+        _check_running(game)
+        t0 = time.perf_counter()
+        st = game._state[0]
+        legal = game.legal_moves()
+        cells = game.height * game.width - (game.forbidden is not None)
+        n = game.ply
+        wins = [c for c in legal if _wins_at_once(st, c)]
+        if wins:
+            self._analysis = {"score": (cells + 1 - n) // 2, "exact": True, "depth": 1,
+                              "nodes": 0, "wdl": (1.0, 0.0, 0.0)}
+            return int(self._rng.choice(wins))
+        if len(legal) == 1:
+            self._analysis = {}
+            return legal[0]
+        geo = self._geometry(game)
+        words = sv.record_to_words3(st)
+        empties = cells - n
+        best_vals = None
+        depth_done = 0
+        nodes_total = 0
+        budget_nodes = np.iinfo(np.int64).max
+        for d in range(1, min(self.max_depth, empties) + 1):
+            self._stats[:] = 0
+            self._stats[1] = budget_nodes
+            sv._root3(*words, np.int64(d), geo, self._ttk, self._ttd, self._buf,
+                      self._stats, self._vals, self._exact)
+            nodes_total += int(self._stats[0])
+            if self._stats[2]:
+                break  # out of time in the middle of this depth: keep the previous one
+            best_vals = (self._vals.copy(), self._exact.copy())
+            depth_done = d
+            best = max(int(v) for c, v in enumerate(self._vals) if self._exact[c] >= 0)
+            if abs(best) >= sv.WIN_BASE:
+                break  # a forced result: deeper searches cannot change the choice
+            elapsed = time.perf_counter() - t0
+            remaining = self.time_budget_s - elapsed
+            if elapsed > 0.45 * self.time_budget_s or remaining <= 0:
+                break
+            rate = nodes_total / max(elapsed, 1e-6)
+            budget_nodes = max(1000, int(rate * remaining))
+        vals, exact = best_vals
+        best = max(int(vals[c]) for c in legal)
+        ties = [c for c in legal if exact[c] == 1 and int(vals[c]) == best]
+        col = int(self._rng.choice(ties)) if ties else max(legal, key=lambda c: vals[c])
+        proven = abs(best) >= sv.WIN_BASE or depth_done >= empties
+        if best >= sv.WIN_BASE:
+            wdl = (1.0, 0.0, 0.0)
+        elif best <= -sv.WIN_BASE:
+            wdl = (0.0, 0.0, 1.0)
+        elif proven:
+            wdl = (0.0, 1.0, 0.0)
+        else:
+            p = 1.0 / (1.0 + math.exp(-best / 100.0))
+            wdl = (p, 0.0, 1.0 - p)
+        self._analysis = {
+            "score": sv.value_to_pons(best) if proven else None,
+            "value": best,
+            "exact": proven,
+            "depth": depth_done,
+            "nodes": nodes_total,
+            "values": {c: int(vals[c]) for c in legal},
+            "wdl": wdl,
+        }
+        return col
+
+    def analysis(self) -> dict:
+        return dict(self._analysis)
+
+
+@njit(cache=True)
+def _wins_at_once_kernel(pos, col):
+    p = pos.ply & 1
+    c0, c1, c2 = bb.playable_cells(pos)
+    w0, w1, w2 = bb.winning_cells(pos, p)
+    return (bb.columns_of(w0 & c0, w1 & c1, w2 & c2, pos.width) >> col) & 1
+
+
+def _wins_at_once(state, col: int) -> bool:
+    return bool(_wins_at_once_kernel(state, col))
+
+
+# =============================================================================== solver
+class SolverPlayer:
+    """A uniformly random optimal move by the exact solver (small boards, endgames)."""
+
+    def __init__(self, seed=None, tt_log2: int = 22):
+        self.name = "solver"
+        self._rng = np.random.default_rng(_seed_int(seed))
+        self._solver = sv.Solver(tt_log2)
+        self._analysis: dict = {}
+
+    def reset(self, game: Game) -> None:
+        self._analysis = {}
+
+    def choose(self, game: Game) -> int:
+        _check_running(game)
+        moves = self._solver.best_moves(game)
+        s = self._solver.solve(game)
+        self._analysis = {"score": s, "best": moves,
+                          "wdl": (1.0, 0.0, 0.0) if s > 0 else ((0.0, 1.0, 0.0) if s == 0 else (0.0, 0.0, 1.0))}
+        return int(self._rng.choice(moves))
+
+    def analysis(self) -> dict:
+        return dict(self._analysis)
+
+
+# ============================================================================== factory
+SPEC_FORMS = "random | greedy | uct[:ROLLOUTS[:C]] | alphabeta[:SECONDS[:MAX_DEPTH]] | solver"
+
+
+def make_player(spec: str, seed=None) -> Player:
+    """A player from a spec string: ``random``, ``greedy``, ``uct``, ``uct:2000``,
+    ``uct:2000:1.4``, ``alphabeta``, ``alphabeta:0.5``, ``alphabeta:0.5:20``, ``solver``."""
+    if not isinstance(spec, str):
+        raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
+    parts = spec.strip().lower().split(":")
+    kind, args = parts[0], parts[1:]
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"bad player spec {spec!r}: {why}; valid forms: {SPEC_FORMS}")
+
+    def number(text: str, typ, what: str):
+        try:
+            v = typ(text)
+        except ValueError:
+            raise bad(f"{what} must be {'an integer' if typ is int else 'a number'}, got {text!r}") from None
+        if typ is float and not math.isfinite(v):
+            raise bad(f"{what} must be finite, got {text!r}")
+        return v
+
+    if kind in ("random", "greedy", "solver"):
+        if args:
+            raise bad(f"{kind!r} takes no parameters")
+        return {"random": RandomPlayer, "greedy": GreedyPlayer, "solver": SolverPlayer}[kind](seed=seed)
+    if kind == "uct":
+        if len(args) > 2:
+            raise bad("too many parameters")
+        rollouts = number(args[0], int, "ROLLOUTS") if args else 2000
+        c = number(args[1], float, "C") if len(args) > 1 else 1.4
+        if rollouts < 1:
+            raise bad(f"ROLLOUTS must be >= 1, got {rollouts}")
+        if c < 0:
+            raise bad(f"C must be >= 0, got {c}")
+        return UCTPlayer(rollouts, seed=seed, c=c)
+    if kind == "alphabeta":
+        if len(args) > 2:
+            raise bad("too many parameters")
+        secs = number(args[0], float, "SECONDS") if args else 0.5
+        depth = number(args[1], int, "MAX_DEPTH") if len(args) > 1 else 64
+        if secs <= 0:
+            raise bad(f"SECONDS must be > 0, got {secs}")
+        if depth < 1:
+            raise bad(f"MAX_DEPTH must be >= 1, got {depth}")
+        return AlphaBetaPlayer(secs, depth, seed=seed)
+    raise bad(f"unknown player kind {kind!r}")
+
+
+# ================================================================================ games
+def play_game(first: Player, second: Player, game: Game) -> Game:
+    """Play `first` (player 1) against `second` from `game` (copied) to the end."""
+    g = game.copy()
+    first.reset(g)
+    second.reset(g)
+    players = (first, second)
+    while g.result is None:
+        g.play(players[g.to_move - 1].choose(g))
+    return g
+
+
+def random_positions(n: int, seed: int, sizes=None) -> list[Game]:
+    """`n` running positions: random Saiblo setups (or random sizes `sizes`) after a
+    random number of uniformly random moves."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        if sizes is None:
+            g = Game.random(rng)
+        else:
+            h, w = (int(rng.choice(sizes)) for _ in range(2))
+            g = Game(h, w, (int(rng.integers(h)), int(rng.integers(w))) if rng.random() < 0.75 else None)
+        k = int(rng.integers(0, g.height * g.width // 2))
+        for _ in range(k):
+            if g.result is not None:
+                break
+            g.play(int(rng.choice(g.legal_moves())))
+        if g.result is None:
+            out.append(g)
+    return out
+
+
+# ================================================================================ bench
+def bench(seconds: float = 1.0, seed: int = 0) -> dict:
+    positions = random_positions(64, seed)
+    out: dict = {"positions": "random Saiblo setups after random moves"}
+    specs = ["random", "greedy", "uct:500", "uct:2000", "alphabeta:0.1"]
+    calls = {}
+    for spec in specs:
+        p = make_player(spec, seed=seed)
+        p.choose(positions[0])  # compile / load kernels
+        n = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            g = positions[n % len(positions)]
+            p.reset(g)
+            p.choose(g)
+            n += 1
+        calls[spec] = round(n / (time.perf_counter() - t0), 1)
+    out["choose_per_s"] = calls
+    rng = np.random.default_rng(seed)
+    greedy, rand = GreedyPlayer(seed), RandomPlayer(seed + 1)
+    play_game(greedy, rand, Game.random(rng))
+    games = 0
+    wins = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        first_greedy = games % 2 == 0
+        g = play_game(greedy, rand, Game.random(rng)) if first_greedy else play_game(rand, greedy, Game.random(rng))
+        wins += g.result == (1 if first_greedy else 2)
+        games += 1
+    dt = time.perf_counter() - t0
+    out["greedy_vs_random_games_per_s"] = round(games / dt, 1)
+    out["greedy_vs_random_score"] = round(wins / games, 3)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m selfplay.bots", description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", action="store_true",
+                    help="print one JSON line: choose() calls/s per bot, greedy vs random games/s")
+    ap.add_argument("--seconds", type=float, default=1.0, help="time per measurement (default 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not args.bench:
+        ap.print_help()
+        return 2
+    print(json.dumps(bench(args.seconds, args.seed)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
