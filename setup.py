@@ -19,10 +19,13 @@ setup(
         "numba>=0.60",
         "h5py>=3.8",
         "tqdm>=4.60",
+        "tensorboard>=2.10",
         "torch>=2.2",  # constraints.txt pins the CPU build for the dev/CI machine
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
+                 "nbformat>=5.7", "ipykernel>=6"],
     },
     zip_safe=False,
 )

@@ -89,10 +89,11 @@ def play_game(first, second, height, width, forbidden) -> dict:
 _PLAYERS: dict = {}
 
 
-def _init_worker(spec_a, spec_b, seed, threads):
-    import signal
+def _init_worker(spec_a, spec_b, seed, threads, pool_process=True):
+    if pool_process:  # Ctrl-C is handled by the parent, never inside pool workers
+        import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _PLAYERS["a"] = make_any_player(spec_a, seed=seed, threads=threads)
     _PLAYERS["b"] = make_any_player(spec_b, seed=seed + 1, threads=threads)
 
@@ -125,7 +126,7 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
         bar = tqdm(total=2 * pairs, unit="game", dynamic_ncols=True)
     try:
         if workers <= 1:
-            _init_worker(spec_a, spec_b, seed, threads)
+            _init_worker(spec_a, spec_b, seed, threads, pool_process=False)
             it = map(_play_pair, tasks)
             pool = None
         else:

@@ -38,11 +38,12 @@ listed in ``Ratings.unbounded`` (divergent first-move advantage / draw parameter
 ``Ratings.unbounded_params``), reported at the large finite value of the 1e-9 fit
 (thousands of Elo; the number itself means nothing) with an infinite standard error,
 and a note is added; the remaining parameters are the MLE with the divergent ones at
-their limit. ``prior_games > 0`` (KataGo-style prior: that many virtual games, half won
+that value (when several parameters diverge together, as in tiny data sets, the others can
+still depend on it: their values and errors are then only indicative). ``prior_games > 0`` (KataGo-style prior: that many virtual games, half won
 and half lost, of every player against a virtual opponent at the origin, under the plain
 logistic model) keeps all ratings finite; it shrinks ratings towards each other, and the
-result is still reported relative to the anchor. Priors below about 1e-3 games behave
-like no prior.
+result is still reported relative to the anchor. A prior too weak for the data (tiny
+prior_games, or estimates beyond ~10 000 Elo) can still leave ratings flagged unbounded.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ _DIVERGED_NATS = 1.0   # a parameter moving more than this between the two fits 
 # --------------------------------------------------------------------------- records
 
 def _check_record(rec) -> tuple[str, str, int]:
-    if not isinstance(rec, Mapping):
+    if type(rec) is not dict and not isinstance(rec, Mapping):
         raise ValueError(f"record must be a JSON object, got {type(rec).__name__}")
     for key in ("first", "second", "result"):
         if key not in rec:
@@ -168,20 +169,19 @@ class _Davidson:
         diff = pw - pl
         gx = 0.5 * (self.nw - self.nl) - 0.5 * N * diff
         hxx = -N * (0.25 * (pw + pl) - 0.25 * diff * diff)
-        g = np.zeros(self.dim)
-        H = np.zeros((self.dim, self.dim))
-        np.add.at(g, fi, gx)
-        np.add.at(g, si, -gx)
-        np.add.at(H, (fi, fi), hxx)
-        np.add.at(H, (si, si), hxx)
-        np.add.at(H, (fi, si), -hxx)
-        np.add.at(H, (si, fi), -hxx)
+        dim = self.dim
+
+        def scatter(v):   # Σ_pairs v·(e_first − e_second), as a length-dim vector
+            return np.bincount(fi, v, dim) - np.bincount(si, v, dim)
+
+        g = scatter(gx)
+        H = (np.bincount(fi * dim + fi, hxx, dim * dim) + np.bincount(si * dim + si, hxx, dim * dim)
+             - np.bincount(fi * dim + si, hxx, dim * dim) - np.bincount(si * dim + fi, hxx, dim * dim)
+             ).reshape(dim, dim)
         if self.ieta is not None:
             k = self.ieta
             g[k] = gx.sum()
-            col = np.zeros(self.dim)
-            np.add.at(col, fi, hxx)
-            np.add.at(col, si, -hxx)
+            col = scatter(hxx)
             col[k] = hxx.sum()
             H[:, k] += col
             H[k, :n] += col[:n]
@@ -189,9 +189,7 @@ class _Davidson:
             k = self.itheta
             g[k] = float(np.sum(self.nd - N * pd))
             hxt = N * 0.5 * diff * pd
-            col = np.zeros(self.dim)
-            np.add.at(col, fi, hxt)
-            np.add.at(col, si, -hxt)
+            col = scatter(hxt)
             if self.ieta is not None:
                 col[self.ieta] = hxt.sum()
             col[k] = -float(np.sum(N * pd * (1.0 - pd)))
@@ -218,10 +216,12 @@ def _maximize(model: _Davidson, p0, free, eps, max_iter=300, tol=1e-10):
         g, H = model.grad_hess(p, eps)
         gF = g[free]
         A = -H[np.ix_(free, free)]
-        try:
-            d = np.linalg.solve(A, gF)
+        try:   # symmetric eigen-solve: robust when divergent directions make A ill-conditioned
+            lam, V = np.linalg.eigh(A)
         except np.linalg.LinAlgError:
-            d = np.linalg.lstsq(A, gF, rcond=None)[0]
+            return p, False
+        lam = np.maximum(lam, max(lam[-1], 1.0) * 1e-15)
+        d = V @ ((V.T @ gF) / lam)
         if not np.all(np.isfinite(d)):
             return p, False
         big = np.max(np.abs(d))
@@ -512,7 +512,7 @@ def fit_ratings(records: Iterable[Mapping], anchor: str | None = None, prior_gam
     # Without a prior the likelihood only sees differences: pin the anchor at 0.
     all_free = [i for i in range(model.dim) if not (prior_games == 0 and i == ia)]
     if prior_games > 0:
-        eps1 = max(min(_EPS_PROBE, 1e-2 * prior_games), 1e-6)
+        eps1 = max(min(_EPS_PROBE, 1e-3 * prior_games), 1e-7)
         eps2 = max(eps1 * (_EPS_FINAL / _EPS_PROBE), 1e-11)
     else:
         eps1, eps2 = _EPS_PROBE, _EPS_FINAL
@@ -530,10 +530,16 @@ def fit_ratings(records: Iterable[Mapping], anchor: str | None = None, prior_gam
         unbounded_params.append("draw_param")
         unb_idx.add(model.itheta)
     if unbounded:
-        side = "the anchor" if anchor not in unbounded else "the rest"
-        notes.append(f"unbounded (MLE diverges: never lost or never won against {side}): "
+        per_player = np.bincount(np.concatenate([fi, si]), weights=np.concatenate([nw + nd + nl] * 2),
+                                 minlength=n)
+        busiest = max(unbounded, key=lambda nm: (per_player[idx[nm]], nm))
+        prior_hint = "a stronger prior" if prior_games > 0 else "a prior (prior_games > 0)"
+        hint = (f"{prior_hint} or another anchor (e.g. {busiest!r}) may bound them"
+                if len(unbounded) > 1 else f"{prior_hint} bounds it")
+        notes.append("unbounded ratings relative to the anchor (MLE diverges: a player or group "
+                     "never lost, or never won, against the others): "
                      + ", ".join(unbounded[:8]) + (" ..." if len(unbounded) > 8 else "")
-                     + "; shown at an arbitrary large value; use prior_games > 0 to bound them")
+                     + f"; shown at an arbitrary large value; {hint}")
     if "first_move_advantage" in unbounded_params:
         notes.append("first-move advantage unbounded (the colours alone explain the decisive "
                      "results, e.g. the first player won every game); shown at an arbitrary large value")
@@ -542,16 +548,14 @@ def fit_ratings(records: Iterable[Mapping], anchor: str | None = None, prior_gam
 
     # Final fit: plain MLE (+ prior) over the bounded parameters, divergent ones at their limit.
     free = [i for i in all_free if i not in unb_idx]
-    eps_final = 0.0
     p3, ok3 = _maximize(model, p2, free, 0.0)
     _, H = model.grad_hess(p3, 0.0)
     A = -H[np.ix_(free, free)]
     try:
         np.linalg.cholesky(A)
     except np.linalg.LinAlgError:
-        eps_final = eps2
         p3, ok3 = p2, ok2
-        _, H = model.grad_hess(p3, eps_final)
+        _, H = model.grad_hess(p3, eps2)
         A = -H[np.ix_(free, free)]
         notes.append("some parameters are only weakly identified: tiny ridge kept")
     converged = bool(ok1 and ok2 and ok3)
