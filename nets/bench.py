@@ -82,6 +82,56 @@ def bench_direct(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=
                "batch": b, "call_us": round(dt / n * 1e6, 1), "evals_per_s": round(n * b / dt)})
 
 
+def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int = 200,
+                       size=(12, 12), threads: int = 2) -> dict:
+    """Share of self-play time in the search vs the evaluator: BatchedMCTS with a real net
+    evaluated in-process (one core for the search, `threads` for torch)."""
+    from c4fast.config import SearchConfig
+    from c4fast.game import Game
+    from c4fast.mcts import BatchedMCTS
+    from nets.config import get_preset
+    from nets.evaluator import TorchEvaluator
+    from nets.model import build_model
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ev = TorchEvaluator(build_model(get_preset(preset)))
+    h, w = size
+    mcts = BatchedMCTS(SearchConfig(), games, h, w, seed=0, max_playouts=playouts)
+    planes = mcts.planes_buffer()
+    for g in range(games):
+        mcts.set_position(g, Game(h, w, (h // 2, w // 2)).state)
+        mcts.start_search(g, 2, full=True)
+    while not mcts.all_done():  # warm-up: compile and first torch calls
+        n = mcts.select(planes)
+        if n:
+            mcts.expand_and_backup(n, *ev.evaluate(planes[:n], None))
+    for g in range(games):
+        mcts.set_position(g, Game(h, w, (h // 2, w // 2)).state)
+        mcts.start_search(g, playouts, full=True)
+    t_search = t_eval = 0.0
+    evals = 0
+    while not mcts.all_done():
+        t0 = time.perf_counter()
+        n = mcts.select(planes)
+        t1 = time.perf_counter()
+        if n:
+            logits, wdl = ev.evaluate(planes[:n], None)
+            t2 = time.perf_counter()
+            mcts.expand_and_backup(n, logits, wdl)
+            t3 = time.perf_counter()
+            t_search += (t1 - t0) + (t3 - t2)
+            t_eval += t2 - t1
+            evals += n
+        else:
+            t_search += t1 - t0
+    total = t_search + t_eval
+    return {"bench": "search_share", "preset": preset, "board": f"{h}x{w}", "games": games,
+            "playouts": playouts, "evals": evals, "search_share": round(t_search / total, 4),
+            "evaluator_share": round(t_eval / total, 4), "seconds": round(total, 2),
+            "evals_per_s": round(evals / total, 1)}
+
+
 def bench_gpu(seconds: float):
     """Eager vs CUDA graph, fp32 vs bf16, and the server path, for b3c128nbt on 12x12."""
     for precision in ("fp32", "bf16"):
@@ -108,6 +158,7 @@ def main(argv=None) -> int:
         from nets import bench_model
 
         bench_model.main(["--seconds", str(min(args.seconds, 0.5))])
+    _emit(bench_search_share(threads=args.threads))
     noop = ServerConfig(noop=True, threads=args.threads)
     bench_server(noop, "noop", [1, 64, 2048], seconds=args.seconds)
     small = ServerConfig(preset="cpu_small", threads=args.threads)
