@@ -160,6 +160,12 @@ def bundle(out_zip: str, model: str, seconds: float) -> str:
         shutil.copy(model, os.path.join(stage, "model.npz"))
         with open(os.path.join(stage, "main.py"), "w") as fh:
             fh.write(BUNDLE_MAIN.replace("{time}", str(seconds)))
+        # Numba's cache is keyed on each source file's mtime: give every file an even,
+        # whole-second mtime that survives the zip round trip (zip stores 2 s steps)
+        stamp = 1577836800  # 2020-01-01T00:00:00Z
+        for d, _, files in os.walk(stage):
+            for f in files:
+                os.utime(os.path.join(d, f), (stamp, stamp))
         # compile every kernel once, generic CPU, in-tree cache (travels with the files)
         env = dict(os.environ, NUMBA_CPU_NAME="generic")
         env.pop("NUMBA_CACHE_DIR", None)

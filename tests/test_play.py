@@ -167,3 +167,29 @@ def test_human_play_session_with_scripted_input(tiny_model):
     text = out.getvalue()
     assert rc == 0
     assert "engine plays column" in text and "not a legal move" in text and "preferred" in text
+
+
+def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):
+    import time
+    import zipfile
+
+    _, npz = tiny_model
+    out = tmp_path / "bundle.zip"
+    proc = subprocess.run([sys.executable, "-m", "selfplay.saiblo", "--bundle", str(out), "--model", str(npz),
+                           "--time", "0.3"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    dest = tmp_path / "x"
+    with zipfile.ZipFile(out) as z:
+        names = z.namelist()
+        assert "main.py" in names and "model.npz" in names
+        assert any(n.startswith("c4fast/__pycache__/") and n.endswith(".nbi") for n in names)
+        assert "\nimport torch" not in z.read("nets/numpy_net.py").decode()
+        z.extractall(dest)
+        for info in z.infolist():  # restore mtimes as unzip does
+            t = time.mktime(info.date_time + (0, 0, -1))
+            os.utime(dest / info.filename, (t, t))
+    p = subprocess.Popen([sys.executable, "main.py"], cwd=dest, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    game = _referee(p, 10, 9, (0, 8), True, np.random.default_rng(3))
+    assert p.wait(120) == 0, p.stderr.read().decode()
+    assert game.result is not None
