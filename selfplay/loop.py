@@ -53,6 +53,8 @@ class LoopConfig:
     eval_pairs: int
     eval_playouts: int
     anchors: tuple = ("random", "greedy", "uct:500")
+    samples_per_shard: int = 2000
+    reload_interval: float = 5.0
 
 
 PRESETS = {
@@ -68,7 +70,7 @@ PRESETS = {
                         full_playouts=16, fast_playouts=4, full_prob=0.5, server_threads=1,
                         train_threads=1, per_size=4, lr=0.02, ratio=1.0, window_c=1000,
                         checkpoint_every=5, eval_every_min=0.02, eval_pairs=1, eval_playouts=8,
-                        anchors=("random",)),
+                        anchors=("random",), samples_per_shard=100, reload_interval=1.0),
 }
 
 
@@ -120,7 +122,8 @@ class Loop:
               "--full-playouts", str(c.full_playouts), "--fast-playouts", str(c.fast_playouts),
               "--full-prob", str(c.full_prob), "--threads", str(c.server_threads),
               "--sizes", self.sizes, "--time", str(int(remaining_s) + 1), "--status-every", "30",
-              "--samples-per-shard", "2000"]
+              "--samples-per-shard", str(c.samples_per_shard),
+              "--reload-interval", str(c.reload_interval)]
         tr = [py, "-m", "nets.train", "--follow", self.data, "--out", self.train_dir, "--resume",
               "--preset", c.net, "--per-size", str(c.per_size), "--lr", str(c.lr),
               "--ratio", str(c.ratio), "--window-c", str(c.window_c),

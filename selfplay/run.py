@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--leaves", type=int, default=8, help="leaves per game per step (8)")
     ap.add_argument("--samples-per-shard", type=int, default=20000, help="samples per shard file (20000)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads of a CPU server (0: all cores)")
+    ap.add_argument("--reload-interval", type=float, default=5.0,
+                    help="seconds between checks for a newer checkpoint in --model DIR (5)")
     ap.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines (5)")
     return ap
 
@@ -68,8 +70,8 @@ def validate(args) -> None:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if args.time < 0 or args.status_every <= 0:
-        raise UsageError("--time must be >= 0 and --status-every > 0")
+    if args.time < 0 or args.status_every <= 0 or args.reload_interval <= 0:
+        raise UsageError("--time must be >= 0, --status-every and --reload-interval > 0")
     if args.samples_per_shard < 1:
         raise UsageError("--samples-per-shard must be >= 1")
     try:
@@ -145,7 +147,8 @@ def run(args) -> dict:
         device = f"cuda:{s}" if args.gpus > 0 else "cpu"
         cfg = ServerConfig(device=device, model=args.model, preset=args.preset, seed=args.seed,
                            threads=args.threads if args.gpus == 0 else 0,
-                           max_forward_batch=256 if args.gpus == 0 else max(max_batch, 1024))
+                           max_forward_batch=256 if args.gpus == 0 else max(max_batch, 1024),
+                           reload_interval=args.reload_interval)
         queues.append(sq)
         servers.append(start_server(ctx, sq.handles, cfg, name=f"c4fast-server-{s}"))
     stop = ctx.Event()
