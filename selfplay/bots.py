@@ -7,8 +7,9 @@ Saiblo player and human play::
     col = player.choose(game)   # a legal column for game.to_move
     player.analysis()       # what the last choose() found ({} if nothing)
 
-Players are deterministic for a seed (each owns its RNG) and never modify the game
-they are given.  The search kernels are Numba ``njit`` code on POSITION_DTYPE
+Players are deterministic for a seed (each owns its RNG; the alpha-beta player's
+time budget makes its depth, hence its move, depend on the machine's speed unless
+``max_depth`` binds first) and never modify the game they are given.  The search kernels are Numba ``njit`` code on POSITION_DTYPE
 records and bitboard words; Python runs once per move, never per node.
 
 * :class:`RandomPlayer`: a uniformly random legal column.
@@ -19,11 +20,12 @@ records and bitboard words; Python runs once per move, never per node.
 * :class:`AlphaBetaPlayer`: iterative-deepening negamax with a transposition table
   under a time budget, threat-aware static evaluation at the horizon (the engine of
   :mod:`selfplay.solver`; exact once the depth reaches the number of empty cells).
-* :class:`SolverPlayer`: a uniformly random optimal move (exact solver; small boards
-  or endgames only).
+* :class:`SolverPlayer`: a uniformly random optimal move of the exact solver (on
+  boards larger than the one-word engine's, alpha-beta while more than 20 cells are
+  empty).
 
 ``make_player(spec)`` builds one from a string: ``random``, ``greedy``,
-``uct[:ROLLOUTS[:C]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``, ``solver``.
+``uct[:ROLLOUTS[:C[:sensible]]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``, ``solver``.
 
 Benchmark (one JSON line)::
 
@@ -45,12 +47,19 @@ from numba import njit
 import c4fast  # noqa: F401  (sets up the Numba cache directory)
 from c4fast import bitboard as bb
 from c4fast.game import Game
-from c4fast.rollout import make_rng, playout, randbelow, uniform
+from c4fast.rollout import make_rng, playout, randbelow
 from selfplay import solver as sv
 
 
 @runtime_checkable
 class Player(Protocol):
+    """What the arena, the Saiblo player and human play need of a player.
+
+    ``analysis()`` describes the last ``choose()``: ``wdl`` (win, draw, loss for the
+    side that moved) and, for tree searches, ``visits`` ({column: visits}); the
+    alpha-beta and solver players add ``score``/``value``/``exact``/``depth``.
+    """
+
     name: str
 
     def reset(self, game: Game) -> None: ...
@@ -67,6 +76,10 @@ def _seed_int(seed) -> int:
     if isinstance(seed, np.random.Generator):
         return int(seed.integers(0, 2**63 - 1))
     return int(seed)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _check_running(game: Game) -> None:
@@ -95,7 +108,8 @@ class RandomPlayer:
 
 @njit(cache=True)
 def _random_kernel(pos, rng):
-    return bb.nth_set_bit(bb.legal_columns(pos), randbelow(rng, bb.popcount16(bb.legal_columns(pos))))
+    legal = bb.legal_columns(pos)
+    return bb.nth_set_bit(legal, randbelow(rng, bb.popcount16(legal)))
 
 
 # =============================================================================== greedy
@@ -177,11 +191,12 @@ class GreedyPlayer:
 
 # ================================================================================== UCT
 @njit(cache=True)
-def uct_search(root, rollouts, c_uct, rng, visits, wins, draws, first, nchild, move, path,
-               work):
+def uct_search(root, rollouts, c_uct, sensible, rng, visits, wins, draws, first, nchild,
+               move, path, work):
     """Plain UCT from record `root`: `rollouts` iterations of select (UCB1, unvisited
     children first in random order), expand (all children of the leaf, descend into a
-    random one), one uniformly random rollout, backup.  Node 0 is the root; the node
+    random one), one uniformly random rollout (random sensible moves if `sensible`),
+    backup.  Node 0 is the root; the node
     arrays need ``1 + rollouts * width`` entries.  ``wins``/``draws`` count results for
     the player who moved into the node.  Returns the number of nodes used."""
     width = np.int64(root.width)
@@ -248,7 +263,7 @@ def uct_search(root, rollouts, c_uct, rng, visits, wins, draws, first, nchild, m
             depth += 1
             path[depth] = ch
             node = ch
-        playout(w, rng, False)
+        playout(w, rng, sensible)
         res = w.result
         visits[0] += 1
         for d in range(1, depth + 1):
@@ -264,16 +279,23 @@ def uct_search(root, rollouts, c_uct, rng, visits, wins, draws, first, nchild, m
 
 class UCTPlayer:
     """Plain UCT with ``rollouts`` random rollouts per move (UCB1 constant ``c``).
-    The move is the most visited root child (ties: better mean, then lower column)."""
+    The move is the most visited root child (ties: better mean, then lower column).
+    ``sensible=True`` makes the rollouts play random sensible moves instead (win now,
+    else block; see :func:`c4fast.bitboard.sensible_columns`)."""
 
-    def __init__(self, rollouts: int = 2000, seed=None, c: float = 1.4):
-        if isinstance(rollouts, bool) or not isinstance(rollouts, (int, np.integer)) or rollouts < 1:
+    def __init__(self, rollouts: int = 2000, seed=None, c: float = 1.4, sensible: bool = False):
+        if not _is_int(rollouts) or rollouts < 1:
             raise ValueError(f"rollouts must be a positive integer, got {rollouts!r}")
         if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 0):
             raise ValueError(f"c must be a finite number >= 0, got {c!r}")
         self.rollouts = int(rollouts)
         self.c = float(c)
-        self.name = f"uct:{self.rollouts}" + ("" if self.c == 1.4 else f":{self.c:g}")
+        self.sensible = bool(sensible)
+        self.name = f"uct:{self.rollouts}"
+        if self.c != 1.4 or self.sensible:
+            self.name += f":{self.c:g}"
+        if self.sensible:
+            self.name += ":sensible"
         self._rng = make_rng(_seed_int(seed))
         n = 1 + self.rollouts * bb.MAX_SIZE
         self._visits = np.zeros(n, np.int64)
@@ -291,7 +313,7 @@ class UCTPlayer:
 
     def choose(self, game: Game) -> int:
         _check_running(game)
-        uct_search(game._state[0], self.rollouts, self.c, self._rng, self._visits,
+        uct_search(game._state[0], self.rollouts, self.c, self.sensible, self._rng, self._visits,
                    self._wins, self._draws, self._first, self._nchild, self._move,
                    self._path, self._work)
         f, k = int(self._first[0]), int(self._nchild[0])
@@ -332,7 +354,7 @@ class AlphaBetaPlayer:
         if not (isinstance(time_budget_s, (int, float)) and math.isfinite(time_budget_s)
                 and time_budget_s > 0):
             raise ValueError(f"time_budget_s must be a positive number, got {time_budget_s!r}")
-        if isinstance(max_depth, bool) or not isinstance(max_depth, (int, np.integer)) or max_depth < 1:
+        if not _is_int(max_depth) or max_depth < 1:
             raise ValueError(f"max_depth must be a positive integer, got {max_depth!r}")
         if not 10 <= tt_log2 <= 28:
             raise ValueError(f"tt_log2 must be in 10..28, got {tt_log2}")
@@ -403,7 +425,7 @@ class AlphaBetaPlayer:
             if elapsed > 0.45 * self.time_budget_s or remaining <= 0:
                 break
             rate = nodes_total / max(elapsed, 1e-6)
-            budget_nodes = max(1000, int(rate * remaining))
+            budget_nodes = max(1000, int(0.85 * rate * remaining))  # 15% margin for jitter
         vals, exact = best_vals
         best = max(int(vals[c]) for c in legal)
         ties = [c for c in legal if exact[c] == 1 and int(vals[c]) == best]
@@ -447,23 +469,49 @@ def _wins_at_once(state, col: int) -> bool:
 
 # =============================================================================== solver
 class SolverPlayer:
-    """A uniformly random optimal move by the exact solver (small boards, endgames)."""
+    """A uniformly random optimal move (Pons's sense: fastest win, slowest loss) by the
+    exact solver.
 
-    def __init__(self, seed=None, tt_log2: int = 22):
+    Exact solving is only practical on small boards (6x7 from a few moves in; the
+    first moves of 6x7 can take minutes without an opening book) and in endgames.  On
+    boards that do not fit the one-word engine (``(height + 1) * width > 64``, every
+    Saiblo size) positions with more than ``max_empty`` empty cells (default 20) are
+    played by an :class:`AlphaBetaPlayer` of ``fallback_seconds`` instead, and
+    ``analysis()["exact"]`` is False.  ``max_empty`` given explicitly applies to every
+    board.
+    """
+
+    def __init__(self, seed=None, tt_log2: int = 22, max_empty: int | None = None,
+                 fallback_seconds: float = 1.0):
         self.name = "solver"
-        self._rng = np.random.default_rng(_seed_int(seed))
+        seed = _seed_int(seed)
+        self._rng = np.random.default_rng(seed)
         self._solver = sv.Solver(tt_log2)
+        self._max_empty = max_empty
+        self._fallback = AlphaBetaPlayer(fallback_seconds, seed=seed + 1, tt_log2=18)
         self._analysis: dict = {}
 
     def reset(self, game: Game) -> None:
         self._analysis = {}
+        self._fallback.reset(game)
+
+    def _limit(self, game: Game) -> int | None:
+        if self._max_empty is not None:
+            return self._max_empty
+        return None if sv.fits_one_word(game.height, game.width) else 20
 
     def choose(self, game: Game) -> int:
         _check_running(game)
+        limit = self._limit(game)
+        empty = game.height * game.width - (game.forbidden is not None) - game.ply
+        if limit is not None and empty > limit:
+            col = self._fallback.choose(game)
+            self._analysis = dict(self._fallback.analysis(), exact=False, fallback=True)
+            return col
         moves = self._solver.best_moves(game)
         s = self._solver.solve(game)
-        self._analysis = {"score": s, "best": moves,
-                          "wdl": (1.0, 0.0, 0.0) if s > 0 else ((0.0, 1.0, 0.0) if s == 0 else (0.0, 0.0, 1.0))}
+        wdl = (1.0, 0.0, 0.0) if s > 0 else ((0.0, 1.0, 0.0) if s == 0 else (0.0, 0.0, 1.0))
+        self._analysis = {"score": s, "best": moves, "exact": True, "wdl": wdl}
         return int(self._rng.choice(moves))
 
     def analysis(self) -> dict:
@@ -471,12 +519,16 @@ class SolverPlayer:
 
 
 # ============================================================================== factory
-SPEC_FORMS = "random | greedy | uct[:ROLLOUTS[:C]] | alphabeta[:SECONDS[:MAX_DEPTH]] | solver"
+SPEC_FORMS = (
+    "random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECONDS[:MAX_DEPTH]] | solver"
+)
 
 
 def make_player(spec: str, seed=None) -> Player:
     """A player from a spec string: ``random``, ``greedy``, ``uct``, ``uct:2000``,
-    ``uct:2000:1.4``, ``alphabeta``, ``alphabeta:0.5``, ``alphabeta:0.5:20``, ``solver``."""
+    ``uct:2000:1.4``, ``uct:2000:1.4:sensible`` (sensible rollouts), ``alphabeta``,
+    ``alphabeta:0.5`` (seconds per move), ``alphabeta:0.5:20`` (and a depth cap),
+    ``solver``.  Raises ValueError listing the valid forms for a bad spec."""
     if not isinstance(spec, str):
         raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
     parts = spec.strip().lower().split(":")
@@ -489,7 +541,8 @@ def make_player(spec: str, seed=None) -> Player:
         try:
             v = typ(text)
         except ValueError:
-            raise bad(f"{what} must be {'an integer' if typ is int else 'a number'}, got {text!r}") from None
+            what_kind = "an integer" if typ is int else "a number"
+            raise bad(f"{what} must be {what_kind}, got {text!r}") from None
         if typ is float and not math.isfinite(v):
             raise bad(f"{what} must be finite, got {text!r}")
         return v
@@ -497,17 +550,21 @@ def make_player(spec: str, seed=None) -> Player:
     if kind in ("random", "greedy", "solver"):
         if args:
             raise bad(f"{kind!r} takes no parameters")
-        return {"random": RandomPlayer, "greedy": GreedyPlayer, "solver": SolverPlayer}[kind](seed=seed)
+        cls = {"random": RandomPlayer, "greedy": GreedyPlayer, "solver": SolverPlayer}[kind]
+        return cls(seed=seed)
     if kind == "uct":
-        if len(args) > 2:
+        sensible = len(args) == 3 and args[2] == "sensible"
+        if len(args) > 3:
             raise bad("too many parameters")
+        if len(args) == 3 and not sensible:
+            raise bad(f"expected 'sensible', got {args[2]!r}")
         rollouts = number(args[0], int, "ROLLOUTS") if args else 2000
         c = number(args[1], float, "C") if len(args) > 1 else 1.4
         if rollouts < 1:
             raise bad(f"ROLLOUTS must be >= 1, got {rollouts}")
         if c < 0:
             raise bad(f"C must be >= 0, got {c}")
-        return UCTPlayer(rollouts, seed=seed, c=c)
+        return UCTPlayer(rollouts, seed=seed, c=c, sensible=sensible)
     if kind == "alphabeta":
         if len(args) > 2:
             raise bad("too many parameters")
@@ -543,7 +600,8 @@ def random_positions(n: int, seed: int, sizes=None) -> list[Game]:
             g = Game.random(rng)
         else:
             h, w = (int(rng.choice(sizes)) for _ in range(2))
-            g = Game(h, w, (int(rng.integers(h)), int(rng.integers(w))) if rng.random() < 0.75 else None)
+            f = (int(rng.integers(h)), int(rng.integers(w))) if rng.random() < 0.75 else None
+            g = Game(h, w, f)
         k = int(rng.integers(0, g.height * g.width // 2))
         for _ in range(k):
             if g.result is not None:
@@ -580,7 +638,8 @@ def bench(seconds: float = 1.0, seed: int = 0) -> dict:
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         first_greedy = games % 2 == 0
-        g = play_game(greedy, rand, Game.random(rng)) if first_greedy else play_game(rand, greedy, Game.random(rng))
+        pair = (greedy, rand) if first_greedy else (rand, greedy)
+        g = play_game(*pair, Game.random(rng))
         wins += g.result == (1 if first_greedy else 2)
         games += 1
     dt = time.perf_counter() - t0

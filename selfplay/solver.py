@@ -57,7 +57,6 @@ from c4fast.game import Game
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 _U2 = np.uint64(2)
-_U3 = np.uint64(3)
 _U8 = np.uint64(8)
 _U0xFF = np.uint64(0xFF)
 _KEY56 = np.uint64((1 << 56) - 1)
@@ -355,7 +354,7 @@ def record_to_word(pos):
 
 # ========================================================================= multi word
 # The three-word engine works on the record layout of c4fast.bitboard.  Exact values
-# are encoded as WIN_BASE + pons_score (wins) and -(WIN_BASE + pons_score) (losses),
+# are encoded as WIN_BASE + pons_score (wins) and pons_score - WIN_BASE (losses),
 # 0 for a draw; heuristic values of the depth-limited search stay inside
 # (-HEUR_LIMIT, HEUR_LIMIT).  TT entries: hash (uint64), then int64 data packed as
 # value (low 32 bits, signed) | depth << 32 | flag << 48 | best column << 52.
@@ -928,7 +927,8 @@ class Solver:
     ENGINES = ("auto", "one-word", "multi-word")
 
     def __init__(self, tt_log2: int = DEFAULT_TT_LOG2, engine: str = "auto"):
-        if isinstance(tt_log2, bool) or not isinstance(tt_log2, (int, np.integer)) or not 10 <= tt_log2 <= 30:
+        if isinstance(tt_log2, bool) or not isinstance(tt_log2, (int, np.integer)) \
+                or not 10 <= tt_log2 <= 30:
             raise ValueError(f"tt_log2 must be an integer in 10..30, got {tt_log2!r}")
         if engine not in self.ENGINES:
             raise ValueError(f"engine must be one of {self.ENGINES}, got {engine!r}")

@@ -104,12 +104,20 @@ def bench_player(player, path, limit: int | None, solver: sv.Solver,
     }
 
 
-def make_model_player(path: str, seed: int):
-    """Hook for network players (to be wired by the model code)."""
-    raise NotImplementedError(
-        f"--model {path}: network players are not wired into the solverbench yet; "
-        f"use --player ({SPEC_FORMS})"
-    )
+def make_model_players(path: str, playouts: int) -> list:
+    """The network at `path` as two players: raw policy only, and MCGS with `playouts`."""
+    import os
+
+    from selfplay.netplayer import NetPlayer, load_evaluator
+
+    if not os.path.exists(path):
+        raise ValueError(f"--model {path!r} does not exist")
+    if playouts < 1:
+        raise ValueError(f"--playouts must be >= 1, got {playouts}")
+    ev = load_evaluator(path)  # shared by both players
+    name = os.path.basename(path.rstrip("/"))
+    return [NetPlayer(path, playouts=0, evaluator=ev, name=f"net:{name}:policy"),
+            NetPlayer(path, playouts=playouts, evaluator=ev, name=f"net:{name}:{playouts}")]
 
 
 def main(argv=None) -> int:
@@ -119,7 +127,10 @@ def main(argv=None) -> int:
     )
     who = ap.add_mutually_exclusive_group(required=True)
     who.add_argument("--player", metavar="SPEC", help=f"a player spec: {SPEC_FORMS}")
-    who.add_argument("--model", metavar="PATH", help="a network checkpoint (not wired yet)")
+    who.add_argument("--model", metavar="PATH",
+                     help="a network (.pt, directory of checkpoints, or .npz): measured with its raw "
+                          "policy and with --playouts MCGS playouts")
+    ap.add_argument("--playouts", type=int, default=200, help="MCGS playouts for --model (default 200)")
     ap.add_argument("--files", nargs="+", metavar="PATH",
                     help="Pons files (default: every file in the data directory but "
                          + ", ".join(SLOW_FILES) + ")")
@@ -140,9 +151,9 @@ def main(argv=None) -> int:
     limit = args.limit or None
     try:
         if args.model is not None:
-            player = make_model_player(args.model, args.seed)
+            players = make_model_players(args.model, args.playouts)
         else:
-            player = make_player(args.player, seed=args.seed)
+            players = [make_player(args.player, seed=args.seed)]
         solver = sv.Solver(args.tt_log2)
     except (ValueError, NotImplementedError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -157,25 +168,26 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
     cache = BestMovesCache(None if args.no_cache else (args.cache or default_cache_path()))
-    total = optimal = 0
     try:
         for f in files:  # validate everything before the long run
             sv.read_pons_file(f, limit)
-        for f in files:
-            rec = bench_player(player, f, limit, solver, cache)
-            cache.save()
-            total += rec["positions"]
-            optimal += rec["optimal"]
-            print(json.dumps(rec), flush=True)
+        for player in players:
+            total = optimal = 0
+            for f in files:
+                rec = bench_player(player, f, limit, solver, cache)
+                cache.save()
+                total += rec["positions"]
+                optimal += rec["optimal"]
+                print(json.dumps(rec), flush=True)
+            print(json.dumps({
+                "file": "all", "player": getattr(player, "name", "?"), "positions": total,
+                "optimal": optimal, "fraction": round(optimal / total, 4) if total else None,
+            }), flush=True)
     except sv.PonsFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
         cache.save()
-    print(json.dumps({
-        "file": "all", "player": getattr(player, "name", "?"), "positions": total,
-        "optimal": optimal, "fraction": round(optimal / total, 4) if total else None,
-    }), flush=True)
     return 0
 
 

@@ -70,7 +70,7 @@ def test_every_position_of_easy_files(solver, name):
 
 def test_sample_of_middle_medium(solver):
     entries = pons_entries("Test_L2_R2")
-    sample = random.Random(20240601).sample(entries, 40)
+    sample = random.Random(20240601).sample(entries, 200)
     for moves, score in sample:
         assert solver.solve(sv.pons_game(moves)) == score, moves
 
@@ -145,11 +145,22 @@ def test_pons_worked_examples(solver):
 
 
 def test_must_block(solver):
-    # X: 2,3,4 on the bottom row, O: 1 and 7; O to move must block column 5 (index 4)
-    g = sv.pons_game("21374")
+    # 5x6 (an early 6x7 position takes a minute to solve): X on columns 1, 2, 3 of the
+    # bottom row, O on 0 and 5; O to move must block column 4
+    g = Game.from_moves(5, 6, None, [1, 0, 2, 5, 3])
     assert g.to_move == 2 and g.sensible_moves() == [4]
     assert solver.best_moves(g) == [4]
-    assert solver.solve(g) > -((42 - 5) // 2)
+    assert solver.solve(g) > -((30 - 5) // 2)
+    scores = solver.move_scores(g)
+    assert all(scores[c] == -((30 - 5) // 2) for c in scores if c != 4)
+    # 6x7, X: 2,3,4 on the bottom row, O: 1 and 7; O to move must block column 5
+    g = sv.pons_game("21374")
+    assert g.sensible_moves() == [4]
+    for c in g.legal_moves():
+        if c != 4:
+            g2 = g.copy()
+            g2.play(c)
+            assert -solver.solve(g2) == -((42 - 5) // 2)  # X wins at once
     # X: 2,3,4 with 1 and 5 open, O: 7,7: a double threat, every O move loses at once
     g = sv.pons_game("27374")
     assert solver.solve(g) == -((42 - 5) // 2)
@@ -214,9 +225,15 @@ def test_large_board_endgame_uses_multi_word_engine(solver):
     done = 0
     while done < 8:
         g = Game(9, 11, (int(rng.integers(9)), int(rng.integers(11))))
-        while g.result is None and g.ply < g.height * g.width - 1 - 9:
-            g.play(int(rng.choice(g.legal_moves())))
-        if g.result is not None:
+        # random moves that do not complete a four (random games end far too early)
+        while g.ply < g.height * g.width - 1 - 8:
+            wins = g.winning_cells(g.to_move)
+            board = g.board()
+            quiet = [c for c in g.legal_moves() if (board[:, c].tolist().index(0), c) not in wins]
+            if not quiet:
+                break
+            g.play(int(rng.choice(quiet)))
+        if g.ply < g.height * g.width - 1 - 8 or g.result is not None:
             continue
         assert not sv.fits_one_word(g.height, g.width)
         assert solver.solve(g) == brute_score(g, {}), repr(g)
@@ -299,9 +316,31 @@ def test_solverbench_errors(tmp_path, capsys):
     assert solverbench.main(["--player", "nonsense", "--no-cache"]) == 2
     assert "valid forms" in capsys.readouterr().err
     assert solverbench.main(["--model", "x.pt", "--no-cache"]) == 2
-    assert "--player" in capsys.readouterr().err
+    assert "x.pt" in capsys.readouterr().err
     assert solverbench.main(["--player", "random", "--files", str(tmp_path / "nope"),
                              "--no-cache"]) == 2
     assert "no such file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         solverbench.main([])  # --player or --model is required
+
+
+def test_solverbench_measures_a_network_with_and_without_search(tmp_path, capsys):
+    import torch
+
+    from nets.checkpoint import save_checkpoint
+    from nets.config import get_preset
+    from nets.model import build_model
+
+    torch.manual_seed(0)
+    path = tmp_path / "model_00000001.pt"
+    save_checkpoint(path, build_model(get_preset("tiny")), get_preset("tiny"), 1)
+    if not PONS_DIR.is_dir():
+        pytest.skip("Pons data not available")
+    files = [str(PONS_DIR / "Test_L3_R1")]
+    rc = solverbench.main(["--model", str(path), "--playouts", "30", "--files", *files, "--limit", "10",
+                           "--cache", str(tmp_path / "c.json")])
+    assert rc == 0
+    recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    alls = [r for r in recs if r["file"] == "all"]
+    assert [r["player"] for r in alls] == ["net:model_00000001.pt:policy", "net:model_00000001.pt:30"]
+    assert all(r["positions"] == 10 and 0.0 <= r["fraction"] <= 1.0 for r in alls)
