@@ -91,6 +91,7 @@ class Loop:
         self.arena = os.path.join(run_dir, "arena", "games.jsonl")
         self.state_path = os.path.join(run_dir, "loop.json")
         self.procs: dict[str, subprocess.Popen] = {}
+        self.t_start: float | None = None
         self.stop = threading.Event()
         for d in (self.data, self.models, os.path.dirname(self.arena)):
             os.makedirs(d, exist_ok=True)
@@ -192,7 +193,8 @@ class Loop:
              f"[{lo:.0f}, {hi:.0f}] vs anchors {', '.join(self.cfg.anchors)}")
 
     def _run_time(self) -> float:
-        return time.monotonic() - self.t_start
+        """Seconds of the current run not yet added to state['elapsed']."""
+        return 0.0 if self.t_start is None else time.monotonic() - self.t_start
 
     # ------------------------------------------------------------- main
     def run(self) -> dict:
@@ -227,6 +229,7 @@ class Loop:
             run_time = self._run_time()
             self._stop_children()
             self.state["elapsed"] += run_time
+            self.t_start = None
             self._save_state()
         if not interrupted:
             try:
@@ -265,6 +268,18 @@ def _count_samples(data_dir: str) -> int:
     return n
 
 
+def _interruptible() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt here, even when this process
+    was started with SIGINT ignored (a background job of a non-interactive shell)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m selfplay.loop", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,6 +289,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7")
     args = ap.parse_args(argv)
+    _interruptible()
     try:
         if args.minutes <= 0:
             raise ValueError("--minutes must be > 0")

@@ -292,9 +292,22 @@ def run(args) -> dict:
     return summary
 
 
+def _interruptible() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt here, even when this process
+    was started with SIGINT ignored (a background job of a non-interactive shell)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
+    _interruptible()
     try:
         validate(args)
     except UsageError as e:
