@@ -330,6 +330,15 @@ def start_server(ctx, handles: q.QueueHandles, cfg: ServerConfig, name: str = "c
     """Start a server process from multiprocessing context `ctx`; returns the Process."""
     p = ctx.Process(target=server_main, args=(handles, cfg), name=name, daemon=True)
     p.start()
+    # publish the pid at once: a server that dies while starting is then seen as dead
+    shm = q.attach(handles)
+    try:
+        np.ndarray(q.GLOBAL_WORDS, np.int64, shm.buf, 0)[q.G_SERVER_PID] = p.pid
+    finally:
+        try:
+            shm.close()
+        except BufferError:
+            pass
     return p
 
 

@@ -840,3 +840,33 @@ def test_second_start_search_on_the_same_root_keeps_the_priors():
     run_search(m, HashEvaluator())
     np.testing.assert_array_equal(m.tree.prior[f:f + n], before)
     assert m.root_playouts(0) == 120
+
+
+def test_policy_logits_outside_legal_cells_are_never_used():
+    """Only the landing cell of each legal column is read: garbage elsewhere changes nothing."""
+
+    class Noisy:
+        def __init__(self, garbage):
+            self.garbage = garbage
+            self.inner = HashEvaluator()
+
+        def evaluate(self, planes, positions):
+            logits, wdl = self.inner.evaluate(planes, positions)
+            logits = logits.copy()
+            playable = planes[:, 2] > 0  # plane 2: landing cells of legal columns
+            if self.garbage:
+                logits[~playable] = 1e6
+            else:
+                logits[~playable] = -1e6
+            return logits, wdl
+
+    game = Game.from_moves(9, 10, (0, 4), [4, 4, 3, 5])
+    out = []
+    for garbage in (False, True):
+        m = BatchedMCTS(SearchConfig(leaves_per_step=4), 1, 9, 10, max_playouts=300, seed=1)
+        m.set_position(0, game.state)
+        m.start_search(0, 300, full=True)
+        run_search(m, Noisy(garbage))
+        out.append((m.root_visits(0), m.root_wdl(0)))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
