@@ -35,6 +35,7 @@ from nets.checkpoint import atomic_write, checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.model import build_model
 from nets.replay import Batch, ReplayWindow, WindowConfig
+from selfplay.interrupt import raise_on_interrupt
 from selfplay.shards import ShardError, list_shards
 
 STATE_FORMAT = "c4fast-train-state"
@@ -351,18 +352,6 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1)}
 
 
-def _interruptible() -> None:
-    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt here, even when this process
-    was started with SIGINT ignored (a background job of a non-interactive shell)."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m nets.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -386,7 +375,7 @@ def main(argv=None) -> int:
                     help="follow mode: stop after waiting this many seconds for data (0: never)")
     ap.add_argument("--bench", action="store_true", help="print training samples/s on synthetic data")
     args = ap.parse_args(argv)
-    _interruptible()
+    raise_on_interrupt()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.bench:

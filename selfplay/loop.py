@@ -29,6 +29,8 @@ import sys
 import threading
 import time
 
+from selfplay.interrupt import raise_on_interrupt
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
@@ -268,18 +270,6 @@ def _count_samples(data_dir: str) -> int:
     return n
 
 
-def _interruptible() -> None:
-    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt here, even when this process
-    was started with SIGINT ignored (a background job of a non-interactive shell)."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m selfplay.loop", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,7 +279,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7")
     args = ap.parse_args(argv)
-    _interruptible()
+    raise_on_interrupt()
     try:
         if args.minutes <= 0:
             raise ValueError("--minutes must be > 0")

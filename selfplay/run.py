@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from c4fast.config import SearchConfig
+from selfplay.interrupt import raise_on_interrupt
 from selfplay.policy import SelfPlayConfig, parse_sizes
 
 
@@ -292,22 +293,10 @@ def run(args) -> dict:
     return summary
 
 
-def _interruptible() -> None:
-    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt here, even when this process
-    was started with SIGINT ignored (a background job of a non-interactive shell)."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
-    _interruptible()
+    raise_on_interrupt()
     try:
         validate(args)
     except UsageError as e:
