@@ -174,8 +174,16 @@ def run(args) -> dict:
     procs = [spawn(w) for w in range(workers)]
     worker_stats = {w: {} for w in range(workers)}
     banked = {w: {} for w in range(workers)}  # stats of earlier incarnations of a restarted worker
-    shards: list[str] = []
     errors: list[str] = []
+
+    def handle(msg) -> None:
+        """A worker's message: its running totals, or an error."""
+        kind, w, payload = msg
+        if kind == "stats":
+            worker_stats[w] = payload
+        elif kind == "error":
+            errors.append(f"worker {w}: {payload}")
+
     t0 = time.monotonic()
     next_status = t0 + args.status_every
     failure = None
@@ -199,13 +207,7 @@ def run(args) -> dict:
     try:
         while True:
             try:
-                kind, w, payload = stats_q.get(timeout=0.2)
-                if kind == "stats":
-                    worker_stats[w] = payload
-                elif kind == "done":
-                    shards.extend(payload["shards"])
-                elif kind == "error":
-                    errors.append(f"worker {w}: {payload}")
+                handle(stats_q.get(timeout=0.2))
             except queue.Empty:
                 pass
             now = time.monotonic()
@@ -239,26 +241,17 @@ def run(args) -> dict:
                 break
     except KeyboardInterrupt:
         print("[selfplay] interrupted: stopping workers (finished games are written)", file=sys.stderr, flush=True)
-        stop.set()
-        for p in procs:
-            p.join(120)
     finally:
         stop.set()
         for p in procs:
-            p.join(60)
+            p.join(120)
             if p.is_alive():
                 p.kill()
         while True:
             try:
-                kind, w, payload = stats_q.get_nowait()
+                handle(stats_q.get_nowait())
             except queue.Empty:
                 break
-            if kind == "stats":
-                worker_stats[w] = payload
-            elif kind == "done":
-                shards.extend(payload["shards"])
-            elif kind == "error":
-                errors.append(f"worker {w}: {payload}")
         counts = server_counts()
         for sq in queues:
             try:

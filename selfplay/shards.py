@@ -101,7 +101,6 @@ class ShardWriter:
         self.buffers: dict = {}
         self.games: list = []
         self.pending_samples = 0
-        self.written: list[str] = []
 
     def add_game(self, game: dict, samples: list[dict]) -> None:
         """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W)."""
@@ -155,7 +154,6 @@ class ShardWriter:
         self.buffers = {}
         self.games = []
         self.pending_samples = 0
-        self.written.append(final)
         return final
 
 

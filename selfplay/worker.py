@@ -232,7 +232,6 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
             engine.stats = Stats()
             report(force=True)
         writer.flush()
-        stats_queue.put(("done", spec.index, {"shards": writer.written}))
     except ServerError as e:
         writer.flush()
         stats_queue.put(("error", spec.index, str(e)))
