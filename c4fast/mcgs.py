@@ -42,7 +42,7 @@ from numba import njit
 from c4fast import bitboard as bb
 from c4fast.config import SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
-from c4fast.mcts import NOT_TERMINAL, TERMINAL_DRAW, TERMINAL_WIN, UNEXPANDED
+from c4fast.mcts import NOT_TERMINAL, TERMINAL_DRAW, TERMINAL_WIN, UNEXPANDED, landing_softmax
 
 NO_NODE = -1
 _LEAF = 0
@@ -316,27 +316,15 @@ def expand_and_backup_kernel(gr, paths, n, logits, wdl, params):
         ne = bb.popcount16(cols)
         start = gr.counters[_EDGES]
         if gr.first_edge[leaf] == UNEXPANDED and start + ne <= gr.edge_move.shape[0]:
-            lg = logits[k]
-            mx = -math.inf
-            for col in range(pos.width):
-                if (cols >> col) & 1:
-                    v = lg[pos.top[col], col]
-                    if v > mx:
-                        mx = v
-            total = 0.0
             i = 0
             for col in range(pos.width):
                 if (cols >> col) & 1:
-                    e = math.exp(float(lg[pos.top[col], col]) - mx)
-                    total += e
                     gr.edge_move[start + i] = col
-                    gr.edge_prior[start + i] = e
                     gr.edge_visits[start + i] = 0
                     gr.edge_inflight[start + i] = 0
                     gr.edge_child[start + i] = NO_NODE
                     i += 1
-            for j in range(ne):
-                gr.edge_prior[start + j] = gr.edge_prior[start + j] / total
+            landing_softmax(pos, cols, logits[k], gr.edge_prior, start)
             gr.first_edge[leaf] = start
             gr.num_edges[leaf] = ne
             gr.counters[_EDGES] = start + ne

@@ -343,6 +343,29 @@ def select_kernel(tree, games, leaves, active, params, planes):
     return k
 
 
+@njit(inline="always")
+def landing_softmax(pos, cols, logits, prior, start):
+    """prior[start + i] = softmax of the logits (H, W) at the landing cell of each column in
+    the column mask `cols`, ascending. Each exp is stored in float32 before the division by
+    the float64 total (the differential tests replicate exactly this rounding)."""
+    mx = -math.inf
+    for col in range(pos.width):
+        if (cols >> col) & 1:
+            v = logits[pos.top[col], col]
+            if v > mx:
+                mx = v
+    total = 0.0
+    i = 0
+    for col in range(pos.width):
+        if (cols >> col) & 1:
+            e = math.exp(float(logits[pos.top[col], col]) - mx)
+            total += e
+            prior[start + i] = e
+            i += 1
+    for j in range(i):
+        prior[start + j] = prior[start + j] / total
+
+
 @njit(cache=True, inline="always")
 def expand_node(tree, games, g, node, pos, logits, params):
     """Create the children of `node` (position `pos`) with softmax priors from the
@@ -367,28 +390,18 @@ def expand_node(tree, games, g, node, pos, logits, params):
         games.pool_full[g] += 1
         return False
     last_cell = pos.ply + 1 == pos.cells
-    mx = -math.inf
-    for col in range(pos.width):
-        if (cols >> col) & 1:
-            v = logits[pos.top[col], col]
-            if v > mx:
-                mx = v
-    total = 0.0
     i = 0
     for col in range(pos.width):
         if (cols >> col) & 1:
-            e = math.exp(float(logits[pos.top[col], col]) - mx)
-            total += e
             if (wins >> col) & 1:
                 term = TERMINAL_WIN
             elif last_cell:
                 term = TERMINAL_DRAW
             else:
                 term = NOT_TERMINAL
-            reset_node(tree, start + i, col, e, term)
+            reset_node(tree, start + i, col, 0.0, term)
             i += 1
-    for j in range(n):
-        tree.prior[start + j] = tree.prior[start + j] / total
+    landing_softmax(pos, cols, logits, tree.prior, start)
     tree.first_child[node] = start
     tree.num_children[node] = n
     games.next_free[g] = start + n
