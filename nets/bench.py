@@ -20,22 +20,12 @@ import torch
 
 import c4fast
 from nets import shm_queue as q
+from nets.bench_model import _time
 from nets.server import ServerConfig, load_model, request_shutdown, start_server
 
 
 def _emit(d: dict) -> None:
     print(json.dumps(d), flush=True)
-
-
-def _timed(fn, seconds: float) -> tuple[int, float]:
-    fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        dt = time.perf_counter() - t0
-        if dt >= seconds:
-            return n, dt
 
 
 def bench_server(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=1.0, clients=1):
@@ -51,7 +41,7 @@ def bench_server(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=
             x = (rng.random((b, c4fast.NUM_PLANES, h, w)) < 0.3).astype(np.uint8)
             buf = c.planes_buffer(h, w)[:b]
             buf[...] = x
-            n, dt = _timed(lambda: c.evaluate(buf), seconds)
+            n, dt = _time(lambda: c.evaluate(buf), seconds)
             _emit({"bench": "server", "model": label, "device": cfg.device, "board": f"{h}x{w}",
                    "batch": b, "round_trip_us": round(dt / n * 1e6, 1),
                    "evals_per_s": round(n * b / dt)})
@@ -77,7 +67,7 @@ def bench_direct(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=
                 pol, val = model(torch.from_numpy(x).to(device).float())
                 return pol.cpu().numpy(), torch.softmax(val, 1).cpu().numpy()
 
-        n, dt = _timed(call, seconds)
+        n, dt = _time(call, seconds)
         _emit({"bench": "direct", "model": label, "device": cfg.device, "board": f"{h}x{w}",
                "batch": b, "call_us": round(dt / n * 1e6, 1), "evals_per_s": round(n * b / dt)})
 

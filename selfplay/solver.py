@@ -102,39 +102,25 @@ def column_order(width: int) -> list[int]:
 
 # =========================================================================== one word
 @njit(cache=True, inline="always")
+def _winpos1_line(pos, d1):
+    """Cells completing four with three stones of `pos` along one line of stride d1."""
+    d2 = d1 + d1
+    d3 = d2 + d1
+    p = (pos << d1) & (pos << d2)
+    r = (p & (pos << d3)) | (p & (pos >> d1))
+    p = (pos >> d1) & (pos >> d2)
+    return r | (p & (pos << d1)) | (p & (pos >> d3))
+
+
+@njit(cache=True, inline="always")
 def _winpos1(pos, empty, s1, sh, sh1, sh2):
     """Empty cells where one more stone of `pos` makes four (Pons's compute_winning_position)."""
     s2 = s1 + s1
     s3 = s2 + s1
-    # vertical
-    r = (pos << s1) & (pos << s2) & (pos << s3)
-    # horizontal
-    d2 = sh1 + sh1
-    d3 = d2 + sh1
-    p = (pos << sh1) & (pos << d2)
-    r |= p & (pos << d3)
-    r |= p & (pos >> sh1)
-    p = (pos >> sh1) & (pos >> d2)
-    r |= p & (pos << sh1)
-    r |= p & (pos >> d3)
-    # diagonal 1 (stride H)
-    d2 = sh + sh
-    d3 = d2 + sh
-    p = (pos << sh) & (pos << d2)
-    r |= p & (pos << d3)
-    r |= p & (pos >> sh)
-    p = (pos >> sh) & (pos >> d2)
-    r |= p & (pos << sh)
-    r |= p & (pos >> d3)
-    # diagonal 2 (stride H+2)
-    d2 = sh2 + sh2
-    d3 = d2 + sh2
-    p = (pos << sh2) & (pos << d2)
-    r |= p & (pos << d3)
-    r |= p & (pos >> sh2)
-    p = (pos >> sh2) & (pos >> d2)
-    r |= p & (pos << sh2)
-    r |= p & (pos >> d3)
+    r = (pos << s1) & (pos << s2) & (pos << s3)  # vertical: only upwards
+    r |= _winpos1_line(pos, sh1)  # horizontal
+    r |= _winpos1_line(pos, sh)  # diagonal 1 (stride H)
+    r |= _winpos1_line(pos, sh2)  # diagonal 2 (stride H+2)
     return r & empty
 
 
