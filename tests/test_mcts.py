@@ -128,16 +128,22 @@ def random_midgame(seed: int, height: int, width: int, forbidden, plies: int) ->
     rng = np.random.default_rng(seed)
     g = Game(height, width, forbidden)
     for _ in range(plies):
-        quiet = []
-        for c in g.legal_moves():
-            after = g.copy()
-            after.play(c)
-            if after.result is None:
-                quiet.append(c)
+        quiet = quiet_moves(g)
         if not quiet:
             break
         g.play(int(rng.choice(quiet)))
     return g
+
+
+def quiet_moves(g: Game) -> list[int]:
+    """Legal columns whose move does not end the game."""
+    quiet = []
+    for c in g.legal_moves():
+        after = g.copy()
+        after.play(c)
+        if after.result is None:
+            quiet.append(c)
+    return quiet
 
 
 # ====================================================================== differential
@@ -306,12 +312,7 @@ def scenarios(draw):
             forbidden = (draw(st.integers(0, height - 1)), draw(st.integers(0, width - 1)))
         g = Game(height, width, forbidden)
         for choice in draw(st.lists(st.integers(0, 11), max_size=10)):
-            quiet = []
-            for c in g.legal_moves():
-                after = g.copy()
-                after.play(c)
-                if after.result is None:
-                    quiet.append(c)
+            quiet = quiet_moves(g)
             if not quiet:
                 break
             g.play(quiet[choice % len(quiet)])
