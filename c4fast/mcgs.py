@@ -42,7 +42,15 @@ from numba import njit
 from c4fast import bitboard as bb
 from c4fast.config import SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
-from c4fast.mcts import NOT_TERMINAL, TERMINAL_DRAW, TERMINAL_WIN, UNEXPANDED, landing_softmax
+from c4fast.game import IllegalMove, check_setup
+from c4fast.mcts import (
+    MAX_DEPTH,
+    NOT_TERMINAL,
+    TERMINAL_DRAW,
+    TERMINAL_WIN,
+    UNEXPANDED,
+    landing_softmax,
+)
 
 NO_NODE = -1
 _LEAF = 0
@@ -349,8 +357,6 @@ class GraphSearch:
 
     def __init__(self, config: SearchConfig, height: int, width: int, max_playouts: int = 20000,
                  seed: int = 0):
-        from c4fast.game import check_setup
-
         self.height, self.width, _, _ = check_setup(height, width, None)
         self.config = config
         self.params = config.kernel_params()
@@ -359,8 +365,6 @@ class GraphSearch:
         if self.max_playouts < 1:
             raise ValueError(f"max_playouts must be >= 1, got {max_playouts}")
         self.graph = make_graph(self.max_playouts + lps + 2, self.width)
-        from c4fast.mcts import MAX_DEPTH
-
         self.paths = Paths(np.zeros((lps, MAX_DEPTH), np.int32), np.zeros((lps, MAX_DEPTH), np.int32),
                            np.zeros(lps, np.int32), np.zeros(lps, bb.POSITION_DTYPE))
         self.position = np.zeros(1, bb.POSITION_DTYPE)
@@ -381,8 +385,6 @@ class GraphSearch:
 
     def advance(self, col: int) -> None:
         """Play `col` at the root and clear the graph (memory reclaimed between moves)."""
-        from c4fast.game import IllegalMove
-
         if not (0 <= col < self.width) or not (int(bb.legal_columns(self.position[0])) >> col) & 1:
             raise IllegalMove(f"column {col} is not legal here")
         bb.play(self.position[0], int(col))

@@ -52,6 +52,7 @@ from numba import njit
 from c4fast import bitboard as bb
 from c4fast.config import KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
+from c4fast.game import IllegalMove, check_setup
 from c4fast.rollout import make_rng, uniform
 
 UNEXPANDED = -1
@@ -546,7 +547,7 @@ class BatchedMCTS:
                  seed: int = 0, max_playouts: int | None = None):
         if num_games < 1:
             raise ValueError(f"num_games must be >= 1, got {num_games}")
-        bb_h, bb_w, _, _ = _check_size(height, width)
+        bb_h, bb_w, _, _ = check_setup(height, width, None)
         self.config = config
         self.params: KernelParams = config.kernel_params()
         self.num_games = int(num_games)
@@ -704,20 +705,12 @@ class BatchedMCTS:
         """Play `col` at game g's root, keeping its subtree when tree reuse is on."""
         pos = self.games.positions[g]
         if not (0 <= col < self.width) or not (int(bb.legal_columns(pos)) >> col) & 1:
-            from c4fast.game import IllegalMove
-
             raise IllegalMove(f"column {col} is not legal in game {g}")
         advance_kernel(self.tree, self.scratch, self.games, g, col, self.config.tree_reuse)
         self.games.target[g] = 0
 
     def position_result(self, g: int) -> int:
         return int(self.games.positions[g]["result"])
-
-
-def _check_size(height, width):
-    from c4fast.game import check_setup
-
-    return check_setup(height, width, None)
 
 
 def run_search(mcts: BatchedMCTS, evaluator, planes: np.ndarray | None = None) -> int:

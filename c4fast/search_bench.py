@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
 from c4fast.config import SearchConfig
 from c4fast.evaluators import UniformEvaluator

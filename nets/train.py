@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
@@ -314,7 +313,6 @@ def _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_
 def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
     """Training samples/s on synthetic self-play-like data (random games), no files."""
     import c4fast
-    from c4fast import bitboard as bb
 
     rng = np.random.default_rng(seed)
     window = ReplayWindow()
@@ -335,7 +333,6 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    _ = bb
     cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed)
     import tempfile
 

@@ -49,7 +49,7 @@ def make_any_player(spec: str, seed: int = 0, threads: int = 1):
         return NetPlayer(rest, playouts=playouts, seconds=seconds, name=spec, threads=threads)
     from selfplay.bots import make_player
 
-    p = make_player(spec, seed=seed) if "seed" in make_player.__code__.co_varnames else make_player(spec)
+    p = make_player(spec, seed=seed)
     p.name = spec
     return p
 

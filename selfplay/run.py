@@ -16,7 +16,6 @@ import multiprocessing as mp
 import os
 import queue
 import sys
-import tempfile
 import time
 
 import numpy as np

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import c4fast
-from c4fast import bitboard as bb
 from c4fast.config import SearchConfig
 from c4fast.mcts import BatchedMCTS, choose_move
 from selfplay.policy import SelfPlayConfig
