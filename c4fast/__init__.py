@@ -10,11 +10,13 @@ ensure_numba_cache_dir()
 from c4fast.bitboard import DRAW, POSITION_DTYPE, RUNNING  # noqa: E402
 from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANE_NAMES  # noqa: E402
 from c4fast.game import (  # noqa: E402
+    SAIBLO_SIDES,
     SAIBLO_SIZES,
     Game,
     IllegalMove,
     check_setup,
     from_saiblo,
+    parse_sizes,
     to_saiblo,
 )
 from c4fast.perft import perft  # noqa: E402
@@ -28,9 +30,11 @@ __all__ = [
     "PLANE_NAMES",
     "POSITION_DTYPE",
     "RUNNING",
+    "SAIBLO_SIDES",
     "SAIBLO_SIZES",
     "check_setup",
     "from_saiblo",
+    "parse_sizes",
     "perft",
     "to_saiblo",
 ]

@@ -1,15 +1,20 @@
 """Benchmarks of the c4fast hot paths; each prints one JSON line.
 
-    python -m c4fast.bench rules     # moves/s, sensible moves/s, perft nodes/s
-    python -m c4fast.bench search    # playouts/s of the batched MCTS (see c4fast.mcts)
+    python -m c4fast.bench rules     # moves/s, sensible moves/s, perft nodes/s, first call
+    python -m c4fast.bench search    # playouts/s of the batched MCTS and of MCGS
+    python -m c4fast.bench bots      # choose() calls/s of the baseline bots
+    python -m c4fast.bench solver    # exact 6x7 solver positions/s on Pons's files
 
-Figures are for one core (Numba kernels are single-threaded).
+Figures are for one core (Numba kernels are single-threaded). Every line is a JSON
+object whose ``"bench"`` key names it (the convention of every c4fast benchmark;
+``python -m selfplay.bench`` lists and runs them all).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -17,7 +22,10 @@ import time
 import numpy as np
 
 from c4fast import bitboard as bb
+from c4fast.config import SearchConfig
+from c4fast.evaluators import MeteredEvaluator, UniformEvaluator
 from c4fast.game import Game
+from c4fast.mcts import BatchedMCTS, run_search
 from c4fast.rollout import make_rng, playouts_batch
 
 
@@ -76,22 +84,120 @@ def bench_rules(seconds: float, seed: int) -> dict:
     return out
 
 
+BENCH_BOARD = (12, 12, (5, 6))
+
+
+def _mcts_rate(games: int, playouts: int, leaves: int, seed: int) -> dict:
+    """Playouts/s of :func:`c4fast.mcts.run_search` (the one search loop) on the bench board."""
+    cfg = SearchConfig(leaves_per_step=leaves)
+    mcts = BatchedMCTS(cfg, games, 12, 12, seed=seed, max_playouts=playouts)
+    root = Game(*BENCH_BOARD).state
+    planes = mcts.planes_buffer()
+    for g in range(games):  # warm-up (compilation) on a tiny search
+        mcts.set_position(g, root)
+        mcts.start_search(g, 2)
+    run_search(mcts, UniformEvaluator(), planes)
+    for g in range(games):
+        mcts.set_position(g, root)
+        mcts.start_search(g, playouts, full=True)
+    ev = MeteredEvaluator(UniformEvaluator())
+    t0 = time.perf_counter()
+    run_search(mcts, ev, planes)
+    dt = time.perf_counter() - t0
+    total = sum(mcts.root_playouts(g) for g in range(games))
+    return {"playouts_per_s": round(total / dt), "playouts": int(total),
+            "evaluator_leaves": int(ev.leaves), "mean_batch": round(ev.leaves / max(ev.calls, 1), 1),
+            "seconds": round(dt, 3)}
+
+
+def bench_search(seconds: float, seed: int) -> dict:
+    """Batched MCTS playouts/s (1 and 8 leaves per step) and MCGS playouts/s; uniform
+    evaluator, 256 games x 800 playouts on an empty 12x12 board with forbidden cell (5, 6),
+    planes encoded to uint8 as for the inference server."""
+    from c4fast.mcgs import bench_mcgs
+
+    out: dict = {"bench": "search", "board": "12x12 forbidden (5,6)", "games": 256,
+                 "playouts_per_move": 800, "evaluator": "uniform"}
+    for leaves in (1, 8):
+        out[f"leaves{leaves}"] = _mcts_rate(256, 800, leaves, seed)
+    out["playouts_per_s"] = out["leaves8"]["playouts_per_s"]
+    out.update(bench_mcgs(seed))
+    return out
+
+
+def bench_bots(seconds: float = 1.0, seed: int = 0) -> dict:
+    """choose() calls/s of each baseline bot on random positions; greedy vs random games/s."""
+    from c4fast.players.bots import (AlphaBetaPlayer, GreedyPlayer, RandomPlayer, UCTPlayer, play_game,
+                                     random_positions)
+
+    positions = random_positions(64, seed)
+    out: dict = {"bench": "bots", "positions": "random Saiblo setups after random moves"}
+    makers = {"random": lambda: RandomPlayer(seed), "greedy": lambda: GreedyPlayer(seed),
+              "uct:500": lambda: UCTPlayer(500, seed=seed), "uct:2000": lambda: UCTPlayer(2000, seed=seed),
+              "alphabeta:0.1": lambda: AlphaBetaPlayer(0.1, seed=seed)}
+    calls = {}
+    for spec, make in makers.items():
+        p = make()
+        p.choose(positions[0])  # compile / load kernels
+        n = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            g = positions[n % len(positions)]
+            p.reset(g)
+            p.choose(g)
+            n += 1
+        calls[spec] = round(n / (time.perf_counter() - t0), 1)
+    out["choose_per_s"] = calls
+    rng = np.random.default_rng(seed)
+    greedy, rand = GreedyPlayer(seed), RandomPlayer(seed + 1)
+    play_game(greedy, rand, Game.random(rng))
+    games = 0
+    wins = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        first_greedy = games % 2 == 0
+        pair = (greedy, rand) if first_greedy else (rand, greedy)
+        g = play_game(*pair, Game.random(rng))
+        wins += g.result == (1 if first_greedy else 2)
+        games += 1
+    dt = time.perf_counter() - t0
+    out["greedy_vs_random_games_per_s"] = round(games / dt, 1)
+    out["greedy_vs_random_score"] = round(wins / games, 3)
+    return out
+
+
+def bench_solver(seconds: float, seed: int, files=None, limit: int | None = 200) -> dict:
+    """Exact-solver positions/s and correctness on Pons's 6x7 files (the repository's copy)."""
+    from c4fast.players import solver as sv
+
+    files = files or [os.path.join(sv.PONS_DIR, n) for n in ("Test_L3_R1", "Test_L2_R1")]
+    solver = sv.Solver()
+    out: dict = {"bench": "solver", "files": {}}
+    sv._warm_up(solver)
+    for path in files:
+        out["files"][os.path.basename(path)] = sv.bench_file(solver, path, limit)
+    return out
+
+
+BENCHES = {"rules": lambda a: bench_rules(a.seconds, a.seed), "search": lambda a: bench_search(a.seconds, a.seed),
+           "bots": lambda a: bench_bots(a.seconds, a.seed), "solver": lambda a: bench_solver(a.seconds, a.seed)}
+
+
+def emit(result: dict) -> None:
+    """Print one benchmark result as a JSON line (stdout, flushed)."""
+    print(json.dumps(result), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m c4fast.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["rules", "search"], help="which benchmark")
+    ap.add_argument("what", choices=sorted(BENCHES), help="which benchmark")
     ap.add_argument("--seconds", type=float, default=2.0, help="minimum timed seconds per figure")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
-    if args.what == "rules":
-        res = bench_rules(args.seconds, args.seed)
-    else:
-        from c4fast.search_bench import bench_search
-
-        res = bench_search(args.seconds, args.seed)
-    print(json.dumps(res))
+    emit(BENCHES[args.what](args))
     return 0
 
 

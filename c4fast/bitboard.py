@@ -399,13 +399,6 @@ def copy_into(src, dst):
 
 
 @njit(cache=True)
-def cell_is_set(c0, c1, c2, row, col):
-    """True if cell (row, col) is in the three-word cell set."""
-    w = c0 if col < 4 else (c1 if col < 8 else c2)
-    return ((w >> np.uint64((col & 3) * LANE_BITS + row)) & _U1) != _U0
-
-
-@njit(cache=True)
 def popcount16(m):
     n = 0
     while m:
@@ -427,60 +420,7 @@ def nth_set_bit(m, k):
         i += 1
 
 
-# -------------------------------------------------------------------- batch kernels
-@njit(cache=True)
-def setup_batch(states, heights, widths, frows, fcols):
-    """Reset every record of `states` to an empty board of the given setup."""
-    for i in range(states.shape[0]):
-        setup_position(states[i], heights[i], widths[i], frows[i], fcols[i])
-
-
-@njit(cache=True)
-def play_batch(states, cols):
-    """Play cols[i] in game i for every i with cols[i] >= 0; returns -1 or the first
-    index whose move is illegal (then no game at or after it was changed)."""
-    for i in range(states.shape[0]):
-        c = cols[i]
-        if c < 0:
-            continue
-        if c >= states[i].width or not (legal_columns(states[i]) >> c) & 1:
-            return i
-        play(states[i], c)
-    return -1
-
-
-@njit(cache=True)
-def legal_batch(states, out):
-    """out[i] = legal column mask of game i."""
-    for i in range(states.shape[0]):
-        out[i] = legal_columns(states[i])
-
-
-@njit(cache=True)
-def sensible_batch(states, out):
-    """out[i] = sensible column mask of game i."""
-    for i in range(states.shape[0]):
-        out[i] = sensible_columns(states[i])
-
-
-@njit(cache=True)
-def winning_cells_batch(states, out):
-    """out[i, p, w] = words of the empty cells where player index p would make four."""
-    for i in range(states.shape[0]):
-        for p in range(2):
-            a, b, c = winning_cells(states[i], p)
-            out[i, p, 0] = a
-            out[i, p, 1] = b
-            out[i, p, 2] = c
-
-
-@njit(cache=True)
-def mirror_batch(states, out):
-    """out[i] = horizontal mirror of states[i]."""
-    for i in range(states.shape[0]):
-        mirror_into(states[i], out[i])
-
-
+# -------------------------------------------------------------------- rebuild from storage
 @njit(cache=True)
 def rebuild_position(pos, height, width, frow, fcol, stones, last, ply):
     """Rebuild record `pos` from stored fields (as written to self-play shards).

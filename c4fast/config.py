@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import field
 from typing import NamedTuple
+
+from c4fast.cli import opt
 
 
 class KernelParams(NamedTuple):
@@ -41,17 +44,19 @@ class SearchConfig:
     ================== ======= ==========================================================
     """
 
-    c_puct: float = 1.1
-    fpu_reduction: float = 0.2
-    noise_alpha: float = 0.8
-    noise_fraction: float = 0.25
-    forced_k: float = 2.0
-    full_playouts: int = 800
-    fast_playouts: int = 160
-    full_probability: float = 0.25
-    leaves_per_step: int = 8
-    sensible: bool = True
-    tree_reuse: bool = True
+    c_puct: float = field(default=1.1, metadata=opt("PUCT exploration constant"))
+    fpu_reduction: float = field(default=0.2, metadata=opt("first-play-urgency reduction"))
+    noise_alpha: float = field(default=0.8, metadata=opt("root Dirichlet concentration"))
+    noise_fraction: float = field(default=0.25, metadata=opt("share of Dirichlet noise at the root"))
+    forced_k: float = field(default=2.0, metadata=opt("forced-playout constant k (0: off)"))
+    full_playouts: int = field(default=800, metadata=opt("playouts of a full search"))
+    fast_playouts: int = field(default=160, metadata=opt("playouts of a fast search"))
+    full_probability: float = field(default=0.25, metadata=opt("probability of a full search",
+                                                                aliases=("--full-prob",)))
+    leaves_per_step: int = field(default=8, metadata=opt("leaves per game per step (virtual loss)",
+                                                         aliases=("--leaves",)))
+    sensible: bool = field(default=True, metadata=opt("expand only sensible moves"))
+    tree_reuse: bool = field(default=True, metadata=opt("keep the subtree of the played move"))
 
     def __post_init__(self):
         def bad(name, cond):

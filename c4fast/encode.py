@@ -93,10 +93,3 @@ def encode_batch(states, out):
     """out[i] = planes of states[i]; `out` is a preallocated (B, NUM_PLANES, H, W) array."""
     for i in range(states.shape[0]):
         encode_position(states[i], out[i])
-
-
-@njit(cache=True)
-def encode_selected(states, index, out):
-    """out[k] = planes of states[index[k]] for k < len(index) (gather + encode)."""
-    for k in range(index.shape[0]):
-        encode_position(states[index[k]], out[k])

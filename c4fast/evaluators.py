@@ -1,16 +1,15 @@
-"""Network-free evaluators: the contract every evaluator (network or not) fulfils.
+"""Network-free evaluators and the small helpers every evaluator and player shares.
 
-``evaluate(planes, positions) -> (logits, wdl)``:
-
-* ``planes``: float32 ``(B, NUM_PLANES, H, W)`` from :mod:`c4fast.encode`;
-* ``positions``: the ``B`` POSITION_DTYPE records of the same leaves (network
-  evaluators ignore them);
-* ``logits``: float32 ``(B, H, W)`` policy logits over cells (only the landing cells
-  of legal columns are read);
-* ``wdl``: float32 ``(B, 3)`` probabilities of win, draw, loss for the side to move.
+The evaluator contract is :class:`c4fast.protocols.Evaluator`. Here: the uniform and
+rollout evaluators, a metering wrapper for benchmarks, and the two conversions written
+once for the whole code base: column -> landing cell (:func:`landing_row`,
+:func:`column_plane`) and logits -> probabilities (:func:`column_probabilities`,
+:func:`softmax_rows`).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from numba import njit
@@ -72,3 +71,57 @@ class RolloutEvaluator:
         wdl = np.zeros((b, 3), np.float32)
         _rollout_values(positions, self.rollouts, self.rng, self.sensible, wdl)
         return np.zeros((b, h, w), np.float32), wdl
+
+
+class MeteredEvaluator:
+    """Wraps an evaluator and counts its calls, leaves and seconds (for benchmarks).
+
+    ``seconds`` is wall time spent inside the wrapped ``evaluate``; the rest of a search's
+    time is the search itself.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = 0
+        self.leaves = 0
+        self.seconds = 0.0
+
+    def evaluate(self, planes: np.ndarray, positions: np.ndarray):
+        t0 = time.perf_counter()
+        out = self.inner.evaluate(planes, positions)
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        self.leaves += planes.shape[0]
+        return out
+
+
+def column_probabilities(logits: np.ndarray, record, cols) -> np.ndarray:
+    """Softmax over `cols` of the policy logits ``(H, W)`` at each column's landing cell.
+
+    `record` is the position's ``POSITION_DTYPE`` record; returns float64 ``(len(cols),)``.
+    """
+    scores = np.array([logits[landing_row(record, c), c] for c in cols], np.float64)
+    p = np.exp(scores - scores.max())
+    return p / p.sum()
+
+
+def landing_row(record, col: int) -> int:
+    """The row (0 = bottom) a stone dropped into `col` lands on (the forbidden cell hopped)."""
+    return int(record["top"][col])
+
+
+def column_plane(values, record, height: int, width: int, dtype=np.float32) -> np.ndarray:
+    """An ``(H, W)`` plane holding ``values[c]`` at the landing cell of each column with a
+    nonzero value (the policy-target layout of shards and the net's policy head)."""
+    out = np.zeros((height, width), dtype)
+    for c in range(width):
+        if values[c] > 0:
+            out[landing_row(record, c), c] = values[c]
+    return out
+
+
+def softmax_rows(x: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of a ``(B, K)`` array, as float32 (e.g. WDL logits -> probabilities)."""
+    v = x - x.max(axis=1, keepdims=True)
+    e = np.exp(v)
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)

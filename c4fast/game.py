@@ -14,7 +14,26 @@ import numpy as np
 from c4fast import bitboard as bb
 from c4fast.encode import NUM_PLANES, encode_position
 
-SAIBLO_SIZES = tuple(range(9, 13))  # Saiblo draws height and width each from 9..12
+SAIBLO_SIDES = tuple(range(9, 13))  # Saiblo draws height and width each from 9..12
+SAIBLO_SIZES = tuple((h, w) for h in SAIBLO_SIDES for w in SAIBLO_SIDES)  # the 16 (H, W) boards
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    """Board sizes from text: ``saiblo`` (the 16 sizes 9..12 x 9..12) or a comma list like
+    ``6x7,9x9`` (height x width, each 4..12). ValueError otherwise."""
+    text = text.strip().lower()
+    if text in ("saiblo", "all", ""):
+        return SAIBLO_SIZES
+    out = []
+    for part in text.split(","):
+        try:
+            h, w = (int(x) for x in part.strip().split("x"))
+        except ValueError:
+            raise ValueError(f"bad board size {part!r}: expected HxW like 9x10") from None
+        if not (bb.MIN_SIZE <= h <= bb.MAX_SIZE and bb.MIN_SIZE <= w <= bb.MAX_SIZE):
+            raise ValueError(f"board size {h}x{w} outside {bb.MIN_SIZE}..{bb.MAX_SIZE}")
+        out.append((h, w))
+    return tuple(out)
 
 
 class IllegalMove(ValueError):
@@ -31,9 +50,12 @@ def check_setup(height: int, width: int, forbidden) -> tuple[int, int, int, int]
     if forbidden is None:
         return int(height), int(width), bb.NO_CELL, bb.NO_CELL
     try:
-        frow, fcol = (int(x) for x in forbidden)
-    except (TypeError, ValueError):
-        raise ValueError(f"forbidden must be None or (row, col), got {forbidden!r}") from None
+        cells = tuple(forbidden)
+        if len(cells) != 2 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in cells):
+            raise TypeError
+        frow, fcol = (int(x) for x in cells)
+    except TypeError:
+        raise ValueError(f"forbidden must be None or (row, col) integers, got {forbidden!r}") from None
     if not (0 <= frow < height and 0 <= fcol < width):
         raise ValueError(
             f"forbidden cell {(frow, fcol)} is off the {height}x{width} board "
@@ -82,8 +104,8 @@ class Game:
     def random(cls, rng: np.random.Generator | None = None) -> "Game":
         """A Saiblo setup: height and width each uniform in 9..12, a uniform forbidden cell."""
         rng = np.random.default_rng() if rng is None else rng
-        h = int(rng.choice(SAIBLO_SIZES))
-        w = int(rng.choice(SAIBLO_SIZES))
+        h = int(rng.choice(SAIBLO_SIDES))
+        w = int(rng.choice(SAIBLO_SIDES))
         return cls(h, w, (int(rng.integers(h)), int(rng.integers(w))))
 
     @classmethod

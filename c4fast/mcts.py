@@ -53,6 +53,7 @@ from c4fast import bitboard as bb
 from c4fast.config import KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
 from c4fast.game import IllegalMove, check_setup
+from c4fast.protocols import Evaluator
 from c4fast.rollout import make_rng, uniform
 
 UNEXPANDED = -1
@@ -699,7 +700,19 @@ class BatchedMCTS:
         return np.array([(1 - d + v) / 2, d, (1 - d - v) / 2])
 
     def root_playouts(self, g: int) -> int:
+        """Visits of game g's root (playouts of its search so far, reused subtree included)."""
         return int(self.tree.visits[self.games.root[g]])
+
+    def root_priors(self, g: int) -> np.ndarray:
+        """Prior probability per column (W,) at game g's expanded root; 0 for pruned or
+        illegal columns (zeros if the root is not expanded yet)."""
+        t = self.tree
+        r = self.games.root[g]
+        out = np.zeros(self.width)
+        f = t.first_child[r]
+        for i in range(t.num_children[r]):
+            out[t.move[f + i]] = t.prior[f + i]
+        return out
 
     def advance(self, g: int, col: int) -> None:
         """Play `col` at game g's root, keeping its subtree when tree reuse is on."""
@@ -713,7 +726,7 @@ class BatchedMCTS:
         return int(self.games.positions[g]["result"])
 
 
-def run_search(mcts: BatchedMCTS, evaluator, planes: np.ndarray | None = None) -> int:
+def run_search(mcts: BatchedMCTS, evaluator: Evaluator, planes: np.ndarray | None = None) -> int:
     """Run select / evaluate / expand_and_backup until every active game's search is done.
 
     Returns the number of evaluator leaves.

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from typing import Any
 
 import torch
 
 import c4fast
+from c4fast.runtime import atomic_write
 from nets.config import NetConfig
 from nets.model import Net
 
@@ -36,8 +36,6 @@ __all__ = [
 FORMAT = "c4fast-net"
 FORMAT_VERSION = 1
 _NAME_RE = re.compile(r"^model_(\d{8,})\.pt$")
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 
 
 class CheckpointError(ValueError):
@@ -56,41 +54,6 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
         if not isinstance(inner, torch.nn.Module):
             return model
         model = inner
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str | os.PathLike, write) -> None:
-    """Call ``write(fileobj)`` on a temp file next to `path`, fsync, then rename onto `path`."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # mkstemp makes 0600; use the usual mode
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
 
 
 def save_checkpoint(
@@ -204,6 +167,8 @@ def load_checkpoint(
                 f"checkpoint {path!r} parameter {k!r} has shape {shape} but config "
                 f"{config.name!r} needs {tuple(v.shape)}"
             )
+        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            raise CheckpointError(f"checkpoint {path!r} parameter {k!r} holds non-finite values (NaN or inf)")
     model.load_state_dict(state, strict=True)
     if isinstance(map_location, (str, torch.device)):
         model.to(map_location)

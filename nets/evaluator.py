@@ -1,7 +1,7 @@
-"""In-process evaluators that satisfy the c4fast evaluator contract with a network.
+"""In-process evaluators that fulfil :class:`c4fast.protocols.Evaluator` with a network.
 
 ``evaluate(planes (B, C, H, W), positions) -> (policy logits (B, H, W) float32,
-win/draw/loss probabilities (B, 3) float32)``. torch is imported only by
+win/draw/loss probabilities (B, 3) float32)`` for the side to move. torch is imported only by
 TorchEvaluator, so NumpyEvaluator works where torch is absent. Use these where no
 inference server is running (tests, the arena, single-process play); self-play workers use
 :class:`nets.shm_queue.InferenceClient`, which has the same method.
@@ -10,6 +10,8 @@ inference server is running (tests, the arena, single-process play); self-play w
 from __future__ import annotations
 
 import numpy as np
+
+from c4fast.evaluators import softmax_rows
 
 
 class TorchEvaluator:
@@ -28,9 +30,8 @@ class TorchEvaluator:
         with torch.inference_mode():
             x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device).float()
             pol, val = self.model(x)
-            wdl = torch.softmax(val.float(), dim=1)
             self.evals += x.shape[0]
-            return pol.float().cpu().numpy(), wdl.cpu().numpy()
+            return pol.float().cpu().numpy(), softmax_rows(val.float().cpu().numpy())
 
 
 class NumpyEvaluator:
@@ -42,7 +43,5 @@ class NumpyEvaluator:
 
     def evaluate(self, planes: np.ndarray, positions=None):
         pol, val = self.net.forward(np.asarray(planes, dtype=np.float32))
-        v = val - val.max(axis=1, keepdims=True)
-        e = np.exp(v)
         self.evals += planes.shape[0]
-        return pol.astype(np.float32), (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+        return pol.astype(np.float32), softmax_rows(val)

@@ -110,7 +110,8 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     import torch  # noqa: F401  (lazy: only the exporter needs torch)
 
     import c4fast
-    from nets.checkpoint import atomic_write, load_checkpoint
+    from c4fast.runtime import atomic_write
+    from nets.checkpoint import load_checkpoint
 
     step = None
     if isinstance(model_or_checkpoint_path, (str, os.PathLike)):

@@ -15,13 +15,15 @@ random access costs nothing like reading compressed HDF5 chunks.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import field
 import os
 import sys
 
 import numpy as np
 
+from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
-from selfplay.shards import SAMPLE_FIELDS, ShardError, read_shard, rebuild_positions
+from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, read_shard, rebuild_positions
 
 KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl")
 
@@ -30,9 +32,9 @@ KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", 
 class WindowConfig:
     """Replay window constants (see module docstring)."""
 
-    c: float = 250_000
-    alpha: float = 0.75
-    beta: float = 0.4
+    c: float = field(default=250_000, metadata=opt("window constant c (samples)", aliases=("--window-c",)))
+    alpha: float = field(default=0.75, metadata=opt("window growth exponent"))
+    beta: float = field(default=0.4, metadata=opt("window growth scale"))
 
     def __post_init__(self):
         if self.c <= 0 or self.alpha <= 0 or self.beta < 0:
@@ -91,9 +93,9 @@ class ReplayWindow:
             return None
         try:
             d = read_shard(path)
-        except ShardError as e:
-            if "schema version" in str(e) or "encoding version" in str(e):
-                raise
+        except ShardVersionError:
+            raise
+        except ShardError as e:  # unreadable, truncated or bad values: skip it by name
             self.warn(f"skipping {path}: {e}")
             self.bad.add(path)
             return None

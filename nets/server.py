@@ -317,18 +317,22 @@ class InferenceServer:
             stop.set()
 
 
-def server_main(handles: q.QueueHandles, cfg: ServerConfig) -> None:
-    """Process entry point (multiprocessing target)."""
+def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0) -> None:
+    """Process entry point (multiprocessing target); dies with its parent (SIGTERM)."""
     import signal
 
+    from c4fast.runtime import die_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    if parent_pid:
+        die_with_parent(signal.SIGTERM, parent_pid)
     server = InferenceServer(handles, cfg)
     server.serve_forever()
 
 
 def start_server(ctx, handles: q.QueueHandles, cfg: ServerConfig, name: str = "c4fast-server"):
     """Start a server process from multiprocessing context `ctx`; returns the Process."""
-    p = ctx.Process(target=server_main, args=(handles, cfg), name=name, daemon=True)
+    p = ctx.Process(target=server_main, args=(handles, cfg, os.getpid()), name=name, daemon=True)
     p.start()
     # publish the pid at once: a server that dies while starting is then seen as dead
     shm = q.attach(handles)

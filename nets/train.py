@@ -22,7 +22,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import math
 import os
+from dataclasses import field
 import sys
 import time
 
@@ -30,38 +33,52 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nets.checkpoint import atomic_write, checkpoint_name, save_checkpoint
+from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, flatten, load_config, opt
+from c4fast.evaluators import column_plane
+from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, raise_on_interrupt,
+                            remove_stale_temps, setup_logging)
+from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.model import build_model
 from nets.replay import Batch, ReplayWindow, WindowConfig
-from selfplay.interrupt import raise_on_interrupt
-from selfplay.shards import ShardError, list_shards
+from nets.shards import ShardError, list_shards
+
+log = logging.getLogger("nets.train")
 
 STATE_FORMAT = "c4fast-train-state"
+
+
+class NonFiniteLossError(RuntimeError):
+    """A training step produced a NaN or infinite loss (nothing is updated or saved)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Trainer settings (defaults from katac4 where it has them)."""
 
-    preset: str = "cpu_small"
-    steps: int = 0  # schedule horizon and stop (0: no horizon; follow mode runs on)
-    per_size: int = 16  # samples per board size per step
-    lr: float = 0.02
-    momentum: float = 0.9
-    l2: float = 3e-5
-    value_weight: float = 1.5
-    warmup_fraction: float = 0.05
-    anneal_fraction: float = 0.72
-    warmup_steps: int = 200  # warm-up length when steps == 0
-    checkpoint_every: int = 500
-    ratio: float = 4.0  # follow mode: training samples per self-play sample
-    seed: int = 0
-    device: str = "cpu"
-    window: WindowConfig = WindowConfig()
+    preset: str = field(default="cpu_small", metadata=opt("network preset"))
+    steps: int = field(default=0, metadata=opt("training steps: schedule horizon and stop (0: none; "
+                                               "follow mode runs on)"))
+    per_size: int = field(default=16, metadata=opt("samples per board size per step"))
+    lr: float = field(default=0.02, metadata=opt("peak learning rate"))
+    momentum: float = field(default=0.9, metadata=opt("SGD momentum"))
+    l2: float = field(default=3e-5, metadata=opt("L2 weight decay"))
+    value_weight: float = field(default=1.5, metadata=opt("weight of the value loss"))
+    warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
+    anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
+    warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
+    checkpoint_every: int = field(default=500, metadata=opt("steps between checkpoints"))
+    ratio: float = field(default=4.0, metadata=opt("follow mode: trained samples per self-play sample"))
+    seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
+    device: str = field(default="auto", metadata=opt("torch device: auto (cuda if available), cpu, cuda[:N]"))
+    window: WindowConfig = field(default=WindowConfig(), metadata=opt("replay window"))
 
     def __post_init__(self):
         get_preset(self.preset)
+        if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
+            raise ValueError(f"--device must be auto, cpu or cuda[:N], got {self.device!r}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"--device {self.device}: CUDA is not available on this machine")
         for f in ("steps", "warmup_steps"):
             if getattr(self, f) < 0:
                 raise ValueError(f"TrainConfig.{f} must be >= 0")
@@ -81,9 +98,41 @@ class TrainConfig:
         return self.lr / 3 if step < self.warmup_steps else self.lr
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["window"] = dataclasses.asdict(self.window)
-        return d
+        return config_to_dict(self)
+
+    def resolved_device(self) -> str:
+        """The device to use: ``auto`` is ``cuda`` when CUDA is available, else ``cpu``."""
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRunConfig:
+    """One ``nets.train`` invocation: where it writes, what it follows, when it stops,
+    and the trainer settings (:class:`TrainConfig`, recorded in the training state)."""
+
+    out: str = field(default="runs/train", metadata=opt("output directory (train_state.pt, models/, tb/)"))
+    follow: str | None = field(default=None, metadata=opt("directory to watch for new shards"))
+    resume: bool = field(default=False, metadata=opt("continue from OUT/train_state.pt"))
+    stop_after: int = field(default=0, metadata=opt("end this run after N steps (0: no limit)"))
+    max_wait: float = field(default=0.0, metadata=opt("follow mode: stop after waiting this many "
+                                                     "seconds for data (0: never)"))
+    threads: int = field(default=0, metadata=opt("torch CPU threads (0: torch's default)"))
+    poll: float = field(default=5.0, metadata=opt("seconds between scans for new shards"))
+    log_every: int = field(default=20, metadata=opt("steps between metric logs"))
+    status_file: str | None = field(default=None, metadata=opt(
+        "write step and samples/s as JSON to this file at each metric log (atomically)"))
+    train: TrainConfig = field(default=TrainConfig(), metadata=flatten("trainer settings"))
+
+    def __post_init__(self):
+        for f in ("stop_after", "threads"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"--{f.replace('_', '-')} must be >= 0")
+        if not (math.isfinite(self.max_wait) and self.max_wait >= 0):
+            raise ValueError("--max-wait must be a finite number >= 0")
+        if not (math.isfinite(self.poll) and self.poll > 0) or self.log_every < 1:
+            raise ValueError("--poll must be > 0 and --log-every >= 1")
 
 
 def losses(model, batch: Batch, device, value_weight: float):
@@ -108,7 +157,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, out_dir: str):
         self.cfg = cfg
         self.out = out_dir
-        self.device = torch.device(cfg.device)
+        self.device = torch.device(cfg.resolved_device())
         torch.manual_seed(cfg.seed)
         self.net_config: NetConfig = get_preset(cfg.preset)
         self.model = build_model(self.net_config).to(self.device)
@@ -126,7 +175,11 @@ class Trainer:
         return os.path.join(self.out, "train_state.pt")
 
     def save(self) -> str:
-        """Write the training state and the inference checkpoint (both atomic)."""
+        """Write the training state and the inference checkpoint (both atomic); refuses
+        (NonFiniteLossError) to write weights that hold NaN or infinity."""
+        for name, t in self.model.state_dict().items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
         state = {
             "format": STATE_FORMAT,
@@ -186,6 +239,10 @@ class Trainer:
             pol += p.item()
             val += v.item()
             ent += e.item()
+        if not math.isfinite(tot):  # before the step: the weights stay as they were
+            raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
+                                     f"policy {pol / n_total}); the data or the learning rate is bad; "
+                                     "nothing was updated or saved")
         self.opt.step()
         self.step += 1
         self.samples_trained += n_total
@@ -207,107 +264,123 @@ class Trainer:
         self.tb.flush()
 
 
-def train(paths, cfg: TrainConfig, out: str, follow: str | None = None, resume: bool = False,
-          poll: float = 5.0, max_wait: float = 0.0, quiet: bool = False, log_every: int = 20,
-          stop_after: int = 0) -> dict:
-    """Run the trainer; returns a summary dict. See the module docstring.
+def train(paths, run: TrainRunConfig, quiet: bool = False) -> dict:
+    """Run the trainer as `run` says; returns a summary dict. See the module docstring.
 
-    `stop_after` > 0 ends this run after that many steps (the schedule still follows
-    cfg.steps), e.g. to continue later with `resume`.
+    ``run.stop_after`` > 0 ends this run after that many steps (the schedule still
+    follows ``run.train.steps``), e.g. to continue later with ``resume``.
     """
-    os.makedirs(out, exist_ok=True)
-    trainer = Trainer(cfg, out)
-    if resume and os.path.exists(trainer.state_path):
+    os.makedirs(run.out, exist_ok=True)
+    lock = DirLock(run.out, "nets.train")  # one trainer per directory (LockedError otherwise)
+    remove_stale_temps(run.out)  # state/checkpoint temp files of a killed writer
+    remove_stale_temps(os.path.join(run.out, "models"))
+    trainer = Trainer(run.train, run.out)
+    if run.resume and os.path.exists(trainer.state_path):
         trainer.load()
-        if not quiet:
-            print(f"[train] resumed at step {trainer.step}", flush=True)
-    window = ReplayWindow(cfg.window)
-    sources = list(paths) + ([follow] if follow else [])
-
-    def refresh():
-        return window.update(list_shards(sources))
-
-    refresh()
-    step_samples = lambda: cfg.per_size * max(1, len(window.sizes))  # noqa: E731
-    bar = None
-    if cfg.steps and not quiet and not follow:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=trainer.step, unit="step", dynamic_ncols=True)
+        log.info("resumed at step %d", trainer.step)
+    session = _Session(trainer, list(paths), run, quiet)
     t0 = time.monotonic()
     start_step = trainer.step
     try:
-        _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_step, bar, poll,
-                    max_wait, quiet, log_every, step_samples)
+        session.loop()
     except KeyboardInterrupt:
-        if not quiet:
-            print(f"[train] interrupted at step {trainer.step}: saving", file=sys.stderr, flush=True)
+        log.info("interrupted at step %d: saving", trainer.step)
+    finally:
+        session.close()  # a NonFiniteLossError propagates: nothing is saved
     metrics = trainer.last_metrics
-    if bar is not None:
-        bar.close()
     final = trainer.save() if trainer.step > start_step or not os.path.exists(trainer.state_path) else None
+    lock.release()
     elapsed = time.monotonic() - t0
+    window = session.window
     return {"steps": trainer.step, "steps_this_run": trainer.step - start_step,
             "samples_trained": trainer.samples_trained, "seconds": round(elapsed, 2),
-            "samples_per_s": round((trainer.step - start_step) * step_samples() / max(elapsed, 1e-9), 1),
+            "samples_per_s": round((trainer.step - start_step) * session.step_samples() / max(elapsed, 1e-9), 1),
             "window_samples": window.window_samples, "total_samples": window.total_samples,
             "sizes": [f"{h}x{w}" for h, w in window.sizes], "checkpoint": final,
             **{k: round(v, 5) for k, v in metrics.items() if isinstance(v, float)}}
 
 
-def _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_step, bar, poll,
-                max_wait, quiet, log_every, step_samples):
-    last_refresh = time.monotonic()
-    waiting_since = None
-    last_status = 0.0
-    rate_t, rate_n = time.monotonic(), trainer.samples_trained
-    sps = 0.0
-    while not (cfg.steps and trainer.step >= cfg.steps):
-        if stop_after and trainer.step - start_step >= stop_after:
-            break
-        if follow:
-            now = time.monotonic()
-            if now - last_refresh >= poll:
-                refresh()
-                last_refresh = now
-            allowed = cfg.ratio * window.total_samples
-            if not window.sizes or trainer.samples_trained + step_samples() > allowed:
-                if waiting_since is None:
-                    waiting_since = now
-                if max_wait and now - waiting_since > max_wait:
-                    break
-                if not quiet and now - last_status > 10:
-                    print(f"[train] step {trainer.step}: waiting for self-play data "
-                          f"({window.total_samples} samples, {trainer.samples_trained} trained, "
-                          f"ratio {cfg.ratio})", flush=True)
+class _Session:
+    """The step loop of one :func:`train` call: replay window refreshes, follow-mode
+    pacing, logging and periodic checkpoints."""
+
+    def __init__(self, trainer: "Trainer", paths: list, run: TrainRunConfig, quiet: bool):
+        self.trainer, self.paths, self.run, self.quiet = trainer, paths, run, quiet
+        self.cfg = run.train
+        self.window = ReplayWindow(self.cfg.window)
+        self.sources = paths + ([run.follow] if run.follow else [])
+        self.refresh()
+        self.bar = None
+        if self.cfg.steps and not quiet and not run.follow:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.cfg.steps, initial=trainer.step, unit="step", dynamic_ncols=True)
+
+    def refresh(self) -> None:
+        self.window.update(list_shards(self.sources))
+        self.last_refresh = time.monotonic()
+
+    def step_samples(self) -> int:
+        return self.cfg.per_size * max(1, len(self.window.sizes))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def _wait_for_data(self, now: float) -> bool:
+        """Follow mode: True if the next step must wait for more self-play data."""
+        if now - self.last_refresh >= self.run.poll:
+            self.refresh()
+        allowed = self.cfg.ratio * self.window.total_samples
+        return not self.window.sizes or self.trainer.samples_trained + self.step_samples() > allowed
+
+    def loop(self) -> None:
+        trainer, cfg, run, window = self.trainer, self.cfg, self.run, self.window
+        start_step = trainer.step
+        waiting_since = None
+        last_status = 0.0
+        rate_t, rate_n = time.monotonic(), trainer.samples_trained
+        while not (cfg.steps and trainer.step >= cfg.steps):
+            if run.stop_after and trainer.step - start_step >= run.stop_after:
+                break
+            if run.follow:
+                now = time.monotonic()
+                if self._wait_for_data(now):
+                    waiting_since = waiting_since or now
+                    if run.max_wait and now - waiting_since > run.max_wait:
+                        break
+                    if not self.quiet and now - last_status > 10:
+                        log.info("step %d: waiting for self-play data (%d samples, %d trained, ratio %s)",
+                                 trainer.step, window.total_samples, trainer.samples_trained, cfg.ratio)
+                        last_status = now
+                    time.sleep(min(run.poll, 1.0))
+                    self.refresh()
+                    continue
+                waiting_since = None
+            elif not window.sizes:
+                raise ValueError("no training samples found in " + ", ".join(map(str, self.paths)))
+            metrics = trainer.train_step(window)
+            trainer.last_metrics = metrics
+            if trainer.step % run.log_every == 0 or trainer.step == cfg.steps:
+                now = time.monotonic()
+                sps = (trainer.samples_trained - rate_n) / max(now - rate_t, 1e-9)
+                rate_t, rate_n = now, trainer.samples_trained
+                trainer.log(metrics, window, sps)
+                if run.status_file:
+                    atomic_write_json(run.status_file, {"step": trainer.step, "samples_per_s": round(sps, 1),
+                                                        "loss": round(metrics["loss"], 5)})
+                if self.bar is not None:
+                    self.bar.set_postfix(loss=f"{metrics['loss']:.3f}", pol=f"{metrics['policy_loss']:.3f}",
+                                         val=f"{metrics['value_loss']:.3f}", sps=f"{sps:.0f}")
+                elif not self.quiet and now - last_status > 10:
+                    log.info("step %d loss %.4f (policy %.4f, value %.4f) lr %.4g window %d/%d %.0f samples/s",
+                             trainer.step, metrics["loss"], metrics["policy_loss"], metrics["value_loss"],
+                             metrics["lr"], window.window_samples, window.total_samples, sps)
                     last_status = now
-                time.sleep(min(poll, 1.0))
-                refresh()
-                last_refresh = time.monotonic()
-                continue
-            waiting_since = None
-        elif not window.sizes:
-            raise ValueError("no training samples found in " + ", ".join(map(str, paths)))
-        metrics = trainer.train_step(window)
-        trainer.last_metrics = metrics
-        if trainer.step % log_every == 0 or trainer.step == cfg.steps:
-            now = time.monotonic()
-            sps = (trainer.samples_trained - rate_n) / max(now - rate_t, 1e-9)
-            rate_t, rate_n = now, trainer.samples_trained
-            trainer.log(metrics, window, sps)
-            if bar is not None:
-                bar.set_postfix(loss=f"{metrics['loss']:.3f}", pol=f"{metrics['policy_loss']:.3f}",
-                                val=f"{metrics['value_loss']:.3f}", sps=f"{sps:.0f}")
-            elif not quiet and now - last_status > 10:
-                print(f"[train] step {trainer.step} loss {metrics['loss']:.4f} (policy "
-                      f"{metrics['policy_loss']:.4f}, value {metrics['value_loss']:.4f}) "
-                      f"lr {metrics['lr']:.4g} window {window.window_samples}/{window.total_samples} "
-                      f"{sps:.0f} samples/s", flush=True)
-                last_status = now
-        if bar is not None:
-            bar.update(1)
-        if trainer.step % cfg.checkpoint_every == 0:
-            trainer.save()
+            if self.bar is not None:
+                self.bar.update(1)
+            if trainer.step % cfg.checkpoint_every == 0:
+                trainer.save()
 
 
 def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
@@ -323,10 +396,10 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
             g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
             while g.result is None:
                 s = g.state[0]
-                pol = np.zeros((h, w), np.float32)
                 legal = g.legal_moves()
-                for c in legal:
-                    pol[int(s["top"][c]), c] = 1.0 / len(legal)
+                share = np.zeros(w)
+                share[legal] = 1.0 / len(legal)
+                pol = column_plane(share, s, h, w)
                 for f, v in (("stones", s["stones"]), ("forbidden", s["forbidden"]), ("last", s["last"]),
                              ("ply", s["ply"]), ("policy", pol), ("policy_weight", 1.0),
                              ("outcome", int(rng.integers(3))), ("root_wdl", np.ones(3) / 3)):
@@ -344,57 +417,52 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
             tr.train_step(window)
         dt = time.perf_counter() - t0
     n = steps * per_size * len(sizes)
-    return {"bench": "train", "preset": preset, "device": cfg.device, "threads": torch.get_num_threads(),
+    return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1)}
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Flags derived from :class:`TrainRunConfig` (and the nested :class:`TrainConfig`)."""
     ap = argparse.ArgumentParser(prog="python -m nets.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", help="shard files, globs or directories")
-    ap.add_argument("--follow", default=None, help="directory to watch for new shards")
-    ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
-    ap.add_argument("--steps", type=int, default=0, help="training steps (schedule horizon; 0: none)")
-    ap.add_argument("--preset", default="cpu_small", help="network preset (default cpu_small)")
-    ap.add_argument("--out", default="runs/train", help="output directory (default runs/train)")
-    ap.add_argument("--per-size", type=int, default=16, help="samples per board size per step (16)")
-    ap.add_argument("--lr", type=float, default=0.02, help="peak learning rate (0.02)")
-    ap.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints (500)")
-    ap.add_argument("--ratio", type=float, default=4.0, help="follow mode: trained/self-play samples (4)")
-    ap.add_argument("--window-c", type=float, default=250_000, help="replay window constant c (250000)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
-    ap.add_argument("--stop-after", type=int, default=0,
-                    help="end this run after N steps (resume later with --resume; 0: no limit)")
-    ap.add_argument("--max-wait", type=float, default=0.0,
-                    help="follow mode: stop after waiting this many seconds for data (0: never)")
+    ap.add_argument("--config", metavar="FILE.json", default=None,
+                    help="start from this TrainRunConfig JSON (flags given as well override it)")
     ap.add_argument("--bench", action="store_true", help="print training samples/s on synthetic data")
-    args = ap.parse_args(argv)
+    add_config_arguments(ap, TrainRunConfig)
+    return ap
+
+
+def main(argv=None) -> int:
+    setup_logging()
+    args = build_parser().parse_args(argv)
     raise_on_interrupt()
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    try:
+        base = load_config(TrainRunConfig, args.config) if args.config else TrainRunConfig()
+        run = config_from_args(TrainRunConfig, args, base)
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    if run.threads > 0:
+        torch.set_num_threads(run.threads)
     if args.bench:
         sizes = [(h, w) for h in range(9, 13) for w in range(9, 13)]
-        print(json.dumps(bench(args.preset, max(args.steps, 5) if args.steps else 10, args.per_size, sizes)))
+        steps = max(run.train.steps, 5) if run.train.steps else 10
+        print(json.dumps(bench(run.train.preset, steps, run.train.per_size, sizes)))
         return 0
     try:
-        if not args.paths and not args.follow:
+        if not args.paths and not run.follow:
             raise ValueError("give shard paths and/or --follow DIR")
-        cfg = TrainConfig(preset=args.preset, steps=args.steps, per_size=args.per_size, lr=args.lr,
-                          checkpoint_every=args.checkpoint_every, ratio=args.ratio, seed=args.seed,
-                          device=args.device, window=WindowConfig(c=args.window_c))
-        if args.follow and not os.path.isdir(args.follow):
-            os.makedirs(args.follow, exist_ok=True)
-        summary = train(args.paths, cfg, args.out, follow=args.follow, resume=args.resume,
-                        max_wait=args.max_wait, stop_after=args.stop_after)
+        if run.follow and not os.path.isdir(run.follow):
+            os.makedirs(run.follow, exist_ok=True)
+        summary = train(args.paths, run)
     except (ValueError, ShardError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        log.error("%s", e)
         return 2
-    except KeyboardInterrupt:
-        print("[train] interrupted", file=sys.stderr)
-        return 130
+    except (NonFiniteLossError, LockedError) as e:
+        log.error("%s", e)
+        return 1
     print(json.dumps(summary))
     return 0
 

@@ -25,48 +25,17 @@ import time
 import numpy as np
 
 import c4fast
-from selfplay.policy import parse_sizes
+from nets.players import make_player
+from selfplay.config import parse_sizes
 
 
-def make_any_player(spec: str, seed: int = 0, threads: int = 1):
-    """A player from a spec string (see the module docstring); ValueError if malformed."""
-    if spec.startswith("net:"):
-        from selfplay.netplayer import NetPlayer
-
-        rest = spec[4:]
-        playouts, seconds = 200, 0.0
-        head, _, tail = rest.rpartition(":")
-        if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_float(tail[:-1]))):
-            rest = head
-            if tail == "policy":
-                playouts = 0
-            elif tail.endswith("s"):
-                seconds, playouts = float(tail[:-1]), 0
-            else:
-                playouts = int(tail)
-        if not os.path.exists(rest):
-            raise ValueError(f"player {spec!r}: no checkpoint at {rest!r}")
-        return NetPlayer(rest, playouts=playouts, seconds=seconds, name=spec, threads=threads)
-    from selfplay.bots import make_player
-
-    p = make_player(spec, seed=seed)
-    p.name = spec
-    return p
-
-
-def _is_float(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
-
-
-def setup_for_pair(seed: int, pair: int, sizes) -> tuple[int, int, tuple[int, int] | None]:
-    """The board of pair `pair`: a size from `sizes` and a uniform forbidden cell."""
+def setup_for_pair(seed: int, pair: int, sizes, forbidden: bool = True) -> tuple[int, int, tuple[int, int] | None]:
+    """The board of pair `pair`: a size from `sizes` and a uniform forbidden cell (None
+    with ``forbidden=False``: standard boards)."""
     rng = np.random.default_rng([seed, pair])
     h, w = sizes[int(rng.integers(len(sizes)))]
-    return h, w, (int(rng.integers(h)), int(rng.integers(w)))
+    cell = (int(rng.integers(h)), int(rng.integers(w)))
+    return h, w, (cell if forbidden else None)
 
 
 def play_game(first, second, height, width, forbidden) -> dict:
@@ -94,14 +63,14 @@ def _init_worker(spec_a, spec_b, seed, threads, pool_process=True):
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _PLAYERS["a"] = make_any_player(spec_a, seed=seed, threads=threads)
-    _PLAYERS["b"] = make_any_player(spec_b, seed=seed + 1, threads=threads)
+    _PLAYERS["a"] = make_player(spec_a, seed=seed, threads=threads)
+    _PLAYERS["b"] = make_player(spec_b, seed=seed + 1, threads=threads)
 
 
 def _play_pair(args):
-    pair, seed, sizes = args
+    pair, seed, sizes, forbidden = args
     a, b = _PLAYERS["a"], _PLAYERS["b"]
-    h, w, f = setup_for_pair(seed, pair, sizes)
+    h, w, f = setup_for_pair(seed, pair, sizes, forbidden)
     out = []
     for first, second in ((a, b), (b, a)):
         rec = play_game(first, second, h, w, f)
@@ -112,11 +81,12 @@ def _play_pair(args):
 
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
-               threads: int = 1) -> list[dict]:
-    """Play `pairs` paired games (2 * pairs games); returns the records (also appended to out_path)."""
+               threads: int = 1, forbidden: bool = True) -> list[dict]:
+    """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
+    out_path, flushed per game). ``forbidden=False`` plays standard boards."""
     sizes = sizes or parse_sizes("saiblo")
-    make_any_player(spec_a), make_any_player(spec_b)  # validate specs before starting processes
-    tasks = [(i, seed, sizes) for i in range(pairs)]
+    make_player(spec_a), make_player(spec_b)  # validate specs before starting processes
+    tasks = [(i, seed, sizes, forbidden) for i in range(pairs)]
     records: list[dict] = []
     fh = open(out_path, "a") if out_path else None
     bar = None
@@ -186,6 +156,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7,9x9")
+    ap.add_argument("--forbidden", choices=("random", "none"), default="random",
+                    help="a random forbidden cell per board (default), or none: standard boards")
     ap.add_argument("--out", default=None, help="append game records to this JSON-lines file")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
@@ -193,9 +165,13 @@ def main(argv=None) -> int:
         if args.pairs < 1 or args.workers < 1:
             raise ValueError("--pairs and --workers must be >= 1")
         sizes = parse_sizes(args.sizes)
+        if args.out:
+            parent = os.path.dirname(os.path.abspath(args.out))
+            if os.path.isdir(args.out) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+                raise ValueError(f"--out {args.out!r} is not a writable file path")
         t0 = time.perf_counter()
         records = play_match(args.a, args.b, args.pairs, args.workers, args.seed, sizes, args.out,
-                             progress=not args.json)
+                             progress=not args.json, forbidden=args.forbidden == "random")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

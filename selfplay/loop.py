@@ -1,19 +1,25 @@
 """`python -m selfplay.loop`: the whole AlphaZero loop in one command.
 
 Runs, as child processes, self-play (``selfplay.run`` following the trainer's
-checkpoints), the trainer in follow mode (``nets.train --follow``), and, in this
-process, a periodic arena evaluation of each new checkpoint against fixed anchors
-(random, greedy, UCT), with Elo ratings fitted on all games so far. Everything lives
-under ``--dir``::
+checkpoints) and the trainer in follow mode (``nets.train``), each started with a JSON
+config file written by this process; in this process it runs a periodic arena
+evaluation of each new checkpoint against fixed anchors (random, greedy, UCT), with Elo
+ratings fitted on all games so far. Everything lives under ``--dir``::
 
+    DIR/loop.json        the complete LoopConfig, accumulated run time, evaluated checkpoints
+    DIR/config/          selfplay.json, train.json: what the children were started with
     DIR/data/            self-play shards (HDF5)
     DIR/train/           train_state.pt, models/model_XXXXXXXX.pt, tb/ (TensorBoard)
     DIR/arena/games.jsonl  every evaluation game (selfplay.elo reads it)
     DIR/ratings.json     latest Elo fit;  DIR/elo_curve.csv  Elo per checkpoint
-    DIR/loop.json        settings and accumulated run time (for resuming)
+    DIR/logs/            loop.log, selfplay.log, train.log
 
-Ctrl-C stops everything cleanly (finished games and the trainer state are written);
-the same command resumes where it stopped, until ``--minutes`` of run time in total.
+A status line every ``--status-every`` seconds (games, samples, trainer steps, rates,
+latest Elo). Ctrl-C, SIGTERM or SIGHUP stop everything cleanly (finished games and the
+trainer state are written); the children die with this process even if it is killed;
+a second loop on the same DIR is refused. The same command resumes where it stopped,
+until ``--minutes`` of run time in total (or ``--max-evaluations`` evaluated checkpoints).
+Flags override the preset; on resume, the stored config plus the flags given now.
 """
 
 from __future__ import annotations
@@ -22,128 +28,184 @@ import argparse
 import csv
 import dataclasses
 import json
+import logging
+import math
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+from dataclasses import field
 
-from selfplay.interrupt import raise_on_interrupt
+from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, config_from_dict,
+                        config_to_dict, opt, save_config)
+from c4fast.config import SearchConfig
+from c4fast.game import parse_sizes
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, die_with_parent,
+                            raise_on_interrupt, setup_logging)
+from nets.replay import WindowConfig
+from nets.train import TrainConfig, TrainRunConfig
+from selfplay.config import RunConfig, SelfPlayConfig
+
+log = logging.getLogger("selfplay.loop")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """The loop's periodic evaluation of the newest checkpoint."""
+
+    every_min: float = field(default=10.0, metadata=opt("minutes between evaluations"))
+    pairs: int = field(default=8, metadata=opt("game pairs (colours swapped) per anchor"))
+    playouts: int = field(default=100, metadata=opt("MCGS playouts per move of the net"))
+    anchors: tuple[str, ...] = field(default=("random", "greedy", "uct:500"),
+                                     metadata=opt("anchor player specs, comma separated"))
+    workers: int = field(default=1, metadata=opt("arena processes"))
+
+    def __post_init__(self):
+        if not (math.isfinite(self.every_min) and self.every_min > 0):
+            raise ValueError(f"eval.every_min must be > 0, got {self.every_min}")
+        if self.pairs < 1 or self.playouts < 1 or self.workers < 1 or not self.anchors:
+            raise ValueError("eval.pairs, eval.playouts, eval.workers must be >= 1 and anchors non-empty")
 
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
-    """One preset of the loop (CPU: tuned to learn on 2 cores within an hour)."""
+    """One loop: run time, seed and sizes (shared by both children), the self-play run,
+    the trainer and the evaluation. ``selfplay.model/out/time/seed/sizes`` and
+    ``train.out/follow/resume/seed`` are set by the loop itself."""
 
-    name: str
-    net: str
-    gpus: int
-    selfplay_workers: int
-    games_per_worker: int
-    full_playouts: int
-    fast_playouts: int
-    full_prob: float
-    server_threads: int
-    train_threads: int
-    per_size: int
-    lr: float
-    ratio: float
-    window_c: int
-    checkpoint_every: int
-    eval_every_min: float
-    eval_pairs: int
-    eval_playouts: int
-    anchors: tuple = ("random", "greedy", "uct:500")
-    samples_per_shard: int = 2000
-    reload_interval: float = 5.0
+    preset: str = field(default="cpu", metadata=opt(cli=False))
+    minutes: float = field(default=60.0, metadata=opt("total run time in minutes"))
+    max_evaluations: int = field(default=0, metadata=opt("stop after this many evaluated checkpoints (0: no limit)"))
+    seed: int = field(default=0, metadata=opt("seed of self-play, the trainer and the arena"))
+    sizes: str = field(default="saiblo", metadata=opt("board sizes: 'saiblo' or a list like 6x7"))
+    status_every: float = field(default=30.0, metadata=opt("seconds between status lines"))
+    selfplay: RunConfig = field(default=RunConfig(), metadata=opt("self-play"))
+    train: TrainRunConfig = field(default=TrainRunConfig(), metadata=opt("trainer"))
+    eval: EvalConfig = field(default=EvalConfig(), metadata=opt("evaluation"))
+
+    def __post_init__(self):
+        if not (math.isfinite(self.minutes) and self.minutes > 0):
+            raise ValueError(f"--minutes must be a finite number > 0, got {self.minutes}")
+        if self.max_evaluations < 0 or not (math.isfinite(self.status_every) and self.status_every > 0):
+            raise ValueError("--max-evaluations must be >= 0 and --status-every > 0")
+        parse_sizes(self.sizes)
+
+
+def _preset(name: str, net: str, gpus: int, workers: int, games: int, full: int, fast: int, prob: float,
+            server_threads: int, train_threads: int, per_size: int, ratio: float, window_c: float,
+            checkpoint_every: int, evaluation: EvalConfig, samples_per_shard: int,
+            reload_interval: float = 5.0) -> LoopConfig:
+    return LoopConfig(
+        preset=name,
+        selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
+                           threads=server_threads, samples_per_shard=samples_per_shard,
+                           reload_interval=reload_interval, status_every=30.0,
+                           search=SearchConfig(full_playouts=full, fast_playouts=fast, full_probability=prob)),
+        train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
+                             train=TrainConfig(preset=net, per_size=per_size, lr=0.02, ratio=ratio,
+                                               checkpoint_every=checkpoint_every,
+                                               window=WindowConfig(c=window_c))),
+        eval=evaluation)
 
 
 PRESETS = {
-    "cpu": LoopConfig(name="cpu", net="cpu_small", gpus=0, selfplay_workers=1, games_per_worker=48,
-                      full_playouts=200, fast_playouts=50, full_prob=0.25, server_threads=1,
-                      train_threads=1, per_size=16, lr=0.02, ratio=6.0, window_c=25_000,
-                      checkpoint_every=200, eval_every_min=10.0, eval_pairs=8, eval_playouts=100),
-    "gpu": LoopConfig(name="gpu", net="b3c128nbt", gpus=1, selfplay_workers=8, games_per_worker=256,
-                      full_playouts=800, fast_playouts=160, full_prob=0.25, server_threads=0,
-                      train_threads=0, per_size=16, lr=0.02, ratio=4.0, window_c=250_000,
-                      checkpoint_every=500, eval_every_min=10.0, eval_pairs=20, eval_playouts=200),
-    "dummy": LoopConfig(name="dummy", net="tiny", gpus=0, selfplay_workers=1, games_per_worker=4,
-                        full_playouts=16, fast_playouts=4, full_prob=0.5, server_threads=1,
-                        train_threads=1, per_size=4, lr=0.02, ratio=1.0, window_c=1000,
-                        checkpoint_every=5, eval_every_min=0.02, eval_pairs=1, eval_playouts=8,
-                        anchors=("random",), samples_per_shard=100, reload_interval=1.0),
+    "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
+                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000),
+    "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
+                   EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
+    "dummy": _preset("dummy", "tiny", 0, 1, 4, 16, 4, 0.5, 1, 1, 4, 1.0, 1000, 5,
+                     EvalConfig(every_min=0.02, pairs=1, playouts=8, anchors=("random",)), 100,
+                     reload_interval=1.0),
 }
 
 
-def _log(msg: str) -> None:
-    print(f"[loop {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+class LoopError(RuntimeError):
+    """A child process failed; the message names its log."""
 
 
 class Loop:
-    def __init__(self, cfg: LoopConfig, run_dir: str, minutes: float, seed: int, sizes: str):
-        self.cfg = cfg
+    """The running loop over one run directory (see the module docstring)."""
+
+    def __init__(self, cfg: LoopConfig, run_dir: str):
         self.dir = run_dir
-        self.minutes = minutes
-        self.seed = seed
-        self.sizes = sizes
         self.data = os.path.join(run_dir, "data")
         self.train_dir = os.path.join(run_dir, "train")
         self.models = os.path.join(self.train_dir, "models")
         self.arena = os.path.join(run_dir, "arena", "games.jsonl")
         self.state_path = os.path.join(run_dir, "loop.json")
+        self.logs = os.path.join(run_dir, "logs")
         self.procs: dict[str, subprocess.Popen] = {}
         self.t_start: float | None = None
-        self.stop = threading.Event()
-        for d in (self.data, self.models, os.path.dirname(self.arena)):
-            os.makedirs(d, exist_ok=True)
-        self.state = self._load_state()
+        self.cfg = cfg
+        self.state = {"preset": cfg.preset, "config": config_to_dict(cfg), "elapsed": 0.0, "evaluated": [],
+                      "latest_elo": None}
+        self._samples_cache: dict[str, int] = {}
 
-    def _load_state(self) -> dict:
+    @staticmethod
+    def stored_config(run_dir: str) -> LoopConfig | None:
+        """The LoopConfig recorded in ``DIR/loop.json``, or None for a new run."""
+        path = os.path.join(run_dir, "loop.json")
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path) as f:
+                st = json.load(f)
+            return config_from_dict(LoopConfig, st["config"], "loop.json config")
+        except (OSError, ValueError, KeyError) as e:
+            raise ConfigError(f"{path}: unreadable loop state ({e}); move it away to start afresh") from None
+
+    def open(self) -> None:
+        """Take the directory lock, create the layout, load the accumulated state."""
+        os.makedirs(self.dir, exist_ok=True)
+        self.lock = DirLock(self.dir, "selfplay.loop")
+        for d in (self.data, self.models, os.path.dirname(self.arena), self.logs):
+            os.makedirs(d, exist_ok=True)
         if os.path.exists(self.state_path):
             with open(self.state_path) as f:
                 st = json.load(f)
-            if st.get("preset") != self.cfg.name:
-                raise ValueError(f"{self.dir!r} holds a {st.get('preset')!r} run, not {self.cfg.name!r}")
-            return st
-        return {"preset": self.cfg.name, "config": dataclasses.asdict(self.cfg), "elapsed": 0.0,
-                "evaluated": [], "seed": self.seed, "sizes": self.sizes}
+            self.state.update({k: st[k] for k in ("elapsed", "evaluated", "latest_elo") if k in st})
+        self.state["config"] = config_to_dict(self.cfg)
+        self.state["preset"] = self.cfg.preset
 
     def _save_state(self) -> None:
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.state, f, indent=1)
-        os.replace(tmp, self.state_path)
+        st = dict(self.state, elapsed=self.state["elapsed"] + self._run_time())
+        atomic_write_json(self.state_path, st)
 
     # ------------------------------------------------------------- children
-    def _start_children(self, remaining_s: float) -> None:
+    def _child_configs(self, remaining_s: float) -> tuple[RunConfig, TrainRunConfig]:
         c = self.cfg
+        sp = dataclasses.replace(c.selfplay, model=self.models, out=self.data, seed=c.seed, sizes=c.sizes,
+                                 time=float(int(remaining_s) + 1),
+                                 status_file=os.path.join(self.logs, "selfplay_status.json"))
+        tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True,
+                                 status_file=os.path.join(self.logs, "train_status.json"),
+                                 train=dataclasses.replace(c.train.train, seed=c.seed))
+        return sp, tr
+
+    def _start_children(self, remaining_s: float) -> None:
+        sp, tr = self._child_configs(remaining_s)
+        conf = os.path.join(self.dir, "config")
+        save_config(sp, os.path.join(conf, "selfplay.json"))
+        save_config(tr, os.path.join(conf, "train.json"))
         py = sys.executable
-        sp = [py, "-m", "selfplay.run", "--model", self.models, "--out", self.data,
-              "--preset", c.net, "--seed", str(self.seed), "--gpus", str(c.gpus),
-              "--workers", str(c.selfplay_workers), "--games-per-worker", str(c.games_per_worker),
-              "--full-playouts", str(c.full_playouts), "--fast-playouts", str(c.fast_playouts),
-              "--full-prob", str(c.full_prob), "--threads", str(c.server_threads),
-              "--sizes", self.sizes, "--time", str(int(remaining_s) + 1), "--status-every", "30",
-              "--samples-per-shard", str(c.samples_per_shard),
-              "--reload-interval", str(c.reload_interval)]
-        tr = [py, "-m", "nets.train", "--follow", self.data, "--out", self.train_dir, "--resume",
-              "--preset", c.net, "--per-size", str(c.per_size), "--lr", str(c.lr),
-              "--ratio", str(c.ratio), "--window-c", str(c.window_c),
-              "--checkpoint-every", str(c.checkpoint_every), "--seed", str(self.seed)]
-        if c.train_threads:
-            tr += ["--threads", str(c.train_threads)]
-        logs = os.path.join(self.dir, "logs")
-        os.makedirs(logs, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        for name, cmd in (("selfplay", sp), ("train", tr)):
-            out = open(os.path.join(logs, f"{name}.log"), "a")
-            self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                                start_new_session=True)
-            _log(f"started {name} (pid {self.procs[name].pid}), log {out.name}")
+        parent = os.getpid()
+
+        def child_setup():  # new process group (clean group signals), dies with the loop
+            os.setsid()
+            die_with_parent(signal.SIGTERM, parent)
+
+        for name, module in (("selfplay", "selfplay.run"), ("train", "nets.train")):
+            out = open(os.path.join(self.logs, f"{name}.log"), "a")
+            self.procs[name] = subprocess.Popen(
+                [py, "-m", module, "--config", os.path.join(conf, f"{name}.json")],
+                stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=child_setup)
+            out.close()
+            log.info("started %s (pid %d), log %s", name, self.procs[name].pid, out.name)
 
     def _stop_children(self) -> None:
-        for name, p in self.procs.items():
+        for p in self.procs.values():
             if p.poll() is None:
                 try:
                     os.killpg(p.pid, signal.SIGINT)
@@ -154,144 +216,192 @@ class Loop:
             try:
                 p.wait(max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _log(f"{name} did not stop in time: killing it")
+                log.warning("%s did not stop in time: killing it", name)
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
+    def _check_children(self, budget: float) -> None:
+        tr, sp = self.procs["train"], self.procs["selfplay"]
+        if tr.poll() is not None:
+            raise LoopError(f"the trainer exited with code {tr.returncode}; see {self.logs}/train.log")
+        if sp.poll() is not None and self._run_time() < budget - 5:
+            raise LoopError(f"self-play exited with code {sp.returncode}; see {self.logs}/selfplay.log")
+
     # ------------------------------------------------------------- evaluation
-    def evaluate_new(self) -> None:
+    def evaluate_new(self) -> bool:
+        """Evaluate the newest checkpoint if it is not rated yet; True if one was."""
         from nets.checkpoint import latest_checkpoint
         from selfplay.arena import play_match
         from selfplay.elo import fit_ratings, load_records
 
         path = latest_checkpoint(self.models)
         if path is None or path in self.state["evaluated"]:
-            return
+            return False
+        ev = self.cfg.eval
         step = int(os.path.basename(path)[6:14])
-        spec = f"net:{path}:{self.cfg.eval_playouts}"
+        spec = f"net:{path}:{ev.playouts}"
         t0 = time.monotonic()
-        for anchor in self.cfg.anchors:
-            play_match(spec, anchor, self.cfg.eval_pairs, workers=1, seed=step, out_path=self.arena,
-                       sizes=None if self.sizes == "saiblo" else _sizes(self.sizes))
+        sizes = parse_sizes(self.cfg.sizes)
+        forbidden = self.cfg.selfplay.selfplay.forbidden_cell
+        for anchor in ev.anchors:
+            play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=self.cfg.seed * 1_000_003 + step,
+                       out_path=self.arena, sizes=sizes, forbidden=forbidden)
         self.state["evaluated"].append(path)
         try:
-            ratings = fit_ratings(load_records([self.arena]), anchor="random" if "random" in self.cfg.anchors else None,
+            ratings = fit_ratings(load_records([self.arena]), anchor="random" if "random" in ev.anchors else None,
                                   prior_games=1.0)
         except ValueError as e:
-            _log(f"rating fit failed: {e}")
-            return
-        with open(os.path.join(self.dir, "ratings.json"), "w") as f:
-            json.dump(ratings.to_dict(), f, indent=1)
+            log.warning("rating fit failed: %s", e)
+            return True
+        atomic_write_json(os.path.join(self.dir, "ratings.json"), ratings.to_dict())
         lo, hi = ratings.interval(spec)
-        samples = _count_samples(self.data)
-        new = not os.path.exists(os.path.join(self.dir, "elo_curve.csv"))
-        with open(os.path.join(self.dir, "elo_curve.csv"), "a", newline="") as f:
+        elo = ratings.elo[spec]
+        self.state["latest_elo"] = {"step": step, "elo": round(elo, 1), "lo": round(lo, 1), "hi": round(hi, 1)}
+        curve = os.path.join(self.dir, "elo_curve.csv")
+        new = not os.path.exists(curve)
+        with open(curve, "a", newline="") as f:
             w = csv.writer(f)
             if new:
                 w.writerow(["step", "samples", "wall_s", "elo", "elo_lo", "elo_hi", "checkpoint"])
-            w.writerow([step, samples, round(self.state["elapsed"] + self._run_time(), 1),
-                        round(ratings.elo[spec], 1), round(lo, 1), round(hi, 1), path])
-        _log(f"evaluated step {step} in {time.monotonic() - t0:.0f}s: Elo {ratings.elo[spec]:.0f} "
-             f"[{lo:.0f}, {hi:.0f}] vs anchors {', '.join(self.cfg.anchors)}")
+            w.writerow([step, self._count_samples(), round(self.state["elapsed"] + self._run_time(), 1),
+                        round(elo, 1), round(lo, 1), round(hi, 1), path])
+            f.flush()
+            os.fsync(f.fileno())
+        log.info("evaluated step %d in %.0fs: Elo %.0f [%.0f, %.0f] (interval width %.0f) vs %s",
+                 step, time.monotonic() - t0, elo, lo, hi, hi - lo, ", ".join(ev.anchors))
+        return True
 
     def _run_time(self) -> float:
         """Seconds of the current run not yet added to state['elapsed']."""
         return 0.0 if self.t_start is None else time.monotonic() - self.t_start
 
+    def _count_samples(self) -> int:
+        """Samples in all finished shards (each shard's header read once)."""
+        import h5py
+
+        from nets.shards import list_shards
+
+        for p in list_shards([self.data]):
+            if p not in self._samples_cache:
+                try:
+                    with h5py.File(p, "r") as f:
+                        self._samples_cache[p] = int(f.attrs["num_samples"])
+                except (OSError, KeyError):
+                    continue
+        return sum(self._samples_cache.values())
+
+    def status_line(self) -> str:
+        """One line: run time, self-play and trainer progress, rates, latest Elo."""
+        sp = _read_json(os.path.join(self.logs, "selfplay_status.json"))
+        tr = _read_json(os.path.join(self.logs, "train_status.json"))
+        elo = self.state.get("latest_elo")
+        elo_text = f"Elo {elo['elo']:.0f} [{elo['lo']:.0f}, {elo['hi']:.0f}] @ step {elo['step']}" if elo else "Elo -"
+        minutes = (self.state["elapsed"] + self._run_time()) / 60
+        return (f"{minutes:5.1f}/{self.cfg.minutes:g} min  games {sp.get('games', 0)}  samples "
+                f"{sp.get('samples', 0)} ({sp.get('samples_per_s', 0):.1f}/s)  evals {sp.get('evals_per_s', 0):.0f}/s"
+                f"  train step {tr.get('step', 0)} ({tr.get('samples_per_s', 0):.0f} samples/s)  {elo_text}")
+
     # ------------------------------------------------------------- main
     def run(self) -> dict:
-        budget = self.minutes * 60 - self.state["elapsed"]
-        if budget <= 0:
-            _log(f"run time of {self.minutes} min already used: nothing to do")
+        budget = self.cfg.minutes * 60 - self.state["elapsed"]
+        evals_left = lambda: (self.cfg.max_evaluations == 0  # noqa: E731
+                              or len(self.state["evaluated"]) < self.cfg.max_evaluations)
+        if budget <= 0 or not evals_left():
+            log.info("the run's budget (%g min, %d evaluations) is already used: nothing to do",
+                     self.cfg.minutes, self.cfg.max_evaluations)
             return self.summary()
         self.t_start = time.monotonic()
         self._save_state()
         self._start_children(budget)
-        next_eval = time.monotonic() + self.cfg.eval_every_min * 60
+        next_eval = time.monotonic() + self.cfg.eval.every_min * 60
+        next_status = time.monotonic() + min(5.0, self.cfg.status_every)
         interrupted = False
         try:
-            while self._run_time() < budget:
-                time.sleep(1.0)
-                for name, p in self.procs.items():
-                    if p.poll() is not None and name == "train":
-                        raise RuntimeError(f"the trainer exited with code {p.returncode}; see logs/train.log")
-                if self.procs["selfplay"].poll() is not None and self._run_time() < budget - 5:
-                    raise RuntimeError(f"self-play exited with code {self.procs['selfplay'].returncode}; "
-                                       "see logs/selfplay.log")
-                if time.monotonic() >= next_eval:
+            while self._run_time() < budget and evals_left():
+                time.sleep(0.5)
+                self._check_children(budget)
+                now = time.monotonic()
+                if now >= next_eval:
                     try:
                         self.evaluate_new()
                     except Exception as e:  # noqa: BLE001 - evaluation must not stop training
-                        _log(f"evaluation failed: {type(e).__name__}: {e}")
-                    next_eval = time.monotonic() + self.cfg.eval_every_min * 60
+                        log.warning("evaluation failed: %s: %s", type(e).__name__, e)
+                    next_eval = time.monotonic() + self.cfg.eval.every_min * 60
+                if now >= next_status:
+                    log.info("%s", self.status_line())
+                    self._save_state()
+                    next_status = now + self.cfg.status_every
         except KeyboardInterrupt:
             interrupted = True
-            _log("interrupted: stopping self-play and the trainer (the same command resumes)")
+            log.info("interrupted: stopping self-play and the trainer (the same command resumes)")
         finally:
             run_time = self._run_time()
             self._stop_children()
             self.state["elapsed"] += run_time
             self.t_start = None
             self._save_state()
-        if not interrupted:
+        if not interrupted and evals_left():
             try:
                 self.evaluate_new()
             except Exception as e:  # noqa: BLE001
-                _log(f"final evaluation failed: {type(e).__name__}: {e}")
+                log.warning("final evaluation failed: %s: %s", type(e).__name__, e)
             self._save_state()
         return self.summary()
 
     def summary(self) -> dict:
         from nets.checkpoint import latest_checkpoint
 
-        return {"dir": self.dir, "preset": self.cfg.name, "elapsed_s": round(self.state["elapsed"], 1),
-                "samples": _count_samples(self.data), "latest_checkpoint": latest_checkpoint(self.models),
-                "evaluated": len(self.state["evaluated"])}
+        return {"dir": self.dir, "preset": self.cfg.preset, "elapsed_s": round(self.state["elapsed"], 1),
+                "samples": self._count_samples(), "latest_checkpoint": latest_checkpoint(self.models),
+                "evaluated": len(self.state["evaluated"]), "latest_elo": self.state.get("latest_elo")}
 
 
-def _sizes(text):
-    from selfplay.policy import parse_sizes
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
-    return parse_sizes(text)
 
-
-def _count_samples(data_dir: str) -> int:
-    import h5py
-
-    from selfplay.shards import list_shards
-
-    n = 0
-    for p in list_shards([data_dir]):
-        try:
-            with h5py.File(p, "r") as f:
-                n += int(f.attrs["num_samples"])
-        except (OSError, KeyError):
-            pass
-    return n
+def build_parser() -> argparse.ArgumentParser:
+    """``--preset``/``--dir`` plus flags derived from :class:`LoopConfig` (nested ones
+    prefixed: ``--selfplay.full-playouts``, ``--train.lr``, ``--eval.pairs``)."""
+    ap = argparse.ArgumentParser(prog="python -m selfplay.loop", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                    help="loop preset for a new run (default cpu; a resumed run keeps its own)")
+    ap.add_argument("--dir", default="runs/loop", help="run directory (default runs/loop)")
+    add_config_arguments(ap, LoopConfig, base=PRESETS["cpu"])
+    return ap
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m selfplay.loop", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="cpu", choices=sorted(PRESETS), help="loop preset (default cpu)")
-    ap.add_argument("--dir", default="runs/loop", help="run directory (default runs/loop)")
-    ap.add_argument("--minutes", type=float, default=60.0, help="total run time in minutes (default 60)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7")
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
     raise_on_interrupt()
+    os.makedirs(args.dir, exist_ok=True) if not os.path.isfile(args.dir) else None
     try:
-        if args.minutes <= 0:
-            raise ValueError("--minutes must be > 0")
-        _sizes(args.sizes)
-        loop = Loop(PRESETS[args.preset], args.dir, args.minutes, args.seed, args.sizes)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if os.path.isfile(args.dir):
+            raise ConfigError(f"--dir {args.dir!r} is a file")
+        stored = Loop.stored_config(args.dir)
+        if stored is not None and args.preset is not None and args.preset != stored.preset:
+            raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
+        base = stored if stored is not None else PRESETS[args.preset or "cpu"]
+        cfg = config_from_args(LoopConfig, args, base)
+        loop = Loop(cfg, args.dir)
+        setup_logging(os.path.join(args.dir, "logs", "loop.log"))
+        loop.open()
+    except (ConfigError, ValueError, OSError) as e:
+        setup_logging()
+        log.error("%s", e)
+        return 2
+    except LockedError as e:
+        log.error("%s", e)
         return 2
     try:
         summary = loop.run()
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except LoopError as e:
+        log.error("%s", e)
         return 1
     print(json.dumps(summary), flush=True)
     return 0

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 import c4fast
-from selfplay.policy import parse_sizes
+from selfplay.config import parse_sizes
 
 
 def _describe(a: dict) -> str:
@@ -43,12 +43,12 @@ def main(argv=None, inp=None, out=None) -> int:
     ap.add_argument("--second", action="store_true", help="let the engine move first")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args(argv)
-    from selfplay.arena import make_any_player
+    from nets.players import make_player
     from selfplay.saiblo import DEFAULT_MODEL
 
     try:
         spec = args.engine or f"net:{DEFAULT_MODEL}:400"
-        engine = make_any_player(spec)
+        engine = make_player(spec)
         rng = np.random.default_rng(args.seed)
         if args.size:
             (h, w), = parse_sizes(args.size)

@@ -11,49 +11,33 @@ Exit codes: 0 done, 1 failure while running (e.g. the server died), 2 bad argume
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import logging
 import multiprocessing as mp
 import os
 import queue
+import signal
 import sys
 import time
 
 import numpy as np
 
-from c4fast.config import SearchConfig
-from selfplay.interrupt import raise_on_interrupt
-from selfplay.policy import SelfPlayConfig, parse_sizes
+from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, raise_on_interrupt, remove_stale_temps,
+                            setup_logging)
+from selfplay.config import RunConfig
+
+log = logging.getLogger("selfplay.run")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Flags derived from :class:`RunConfig` (and its nested search / self-play configs)."""
     ap = argparse.ArgumentParser(prog="python -m selfplay.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=0, help="GPUs to use, one server each (0: CPU server)")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="worker processes (default: 2 on the CPU, cores - GPUs with GPUs)")
-    ap.add_argument("--games-per-worker", type=int, default=None,
-                    help="games each worker plays at once (default: 32 on the CPU, 256 on GPUs)")
-    ap.add_argument("--model", default=None,
-                    help="checkpoint file, or a directory followed for newer checkpoints "
-                         "(default: a fresh net of --preset seeded with --seed)")
-    ap.add_argument("--out", default="data/selfplay", help="directory for the shards (default data/selfplay)")
-    ap.add_argument("--max-games", type=int, default=0, help="stop after this many games (0: no limit)")
-    ap.add_argument("--max-samples", type=int, default=0, help="stop after this many samples (0: no limit)")
-    ap.add_argument("--time", type=float, default=0.0, help="stop after this many seconds (0: no limit)")
-    ap.add_argument("--preset", default="cpu_small", help="network preset for a fresh net (default cpu_small)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of games and of a fresh net (default 0)")
-    ap.add_argument("--sizes", default="saiblo",
-                    help="board sizes: 'saiblo' (the 16 sizes 9..12 x 9..12) or a list like 6x7,9x9")
-    ap.add_argument("--no-forbidden", action="store_true", help="boards without a forbidden cell")
-    ap.add_argument("--full-playouts", type=int, default=800, help="playouts of a full search (800)")
-    ap.add_argument("--fast-playouts", type=int, default=160, help="playouts of a fast search (160)")
-    ap.add_argument("--full-prob", type=float, default=0.25, help="probability of a full search (0.25)")
-    ap.add_argument("--leaves", type=int, default=8, help="leaves per game per step (8)")
-    ap.add_argument("--samples-per-shard", type=int, default=20000, help="samples per shard file (20000)")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads of a CPU server (0: all cores)")
-    ap.add_argument("--reload-interval", type=float, default=5.0,
-                    help="seconds between checks for a newer checkpoint in --model DIR (5)")
-    ap.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines (5)")
+    ap.add_argument("--config", metavar="FILE.json", default=None,
+                    help="start from this RunConfig JSON (flags given as well override it)")
+    add_config_arguments(ap, RunConfig)
     return ap
 
 
@@ -61,59 +45,52 @@ class UsageError(ValueError):
     pass
 
 
-def validate(args) -> None:
-    """Raise UsageError (exit code 2) for every bad flag, before anything is written."""
-    for name in ("gpus", "max_games", "max_samples", "samples_per_shard", "threads"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    for name in ("workers", "games_per_worker"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if args.time < 0 or args.status_every <= 0 or args.reload_interval <= 0:
-        raise UsageError("--time must be >= 0, --status-every and --reload-interval > 0")
-    if args.samples_per_shard < 1:
-        raise UsageError("--samples-per-shard must be >= 1")
+def config_from_argv(argv=None) -> RunConfig:
+    """Parse the command line into a RunConfig; UsageError for a bad value or file."""
+    args = build_parser().parse_args(argv)
     try:
-        args.size_list = parse_sizes(args.sizes)
-        args.search = SearchConfig(full_playouts=args.full_playouts, fast_playouts=args.fast_playouts,
-                                   full_probability=args.full_prob, leaves_per_step=args.leaves)
-        args.policy = SelfPlayConfig(forbidden_cell=not args.no_forbidden)
-    except ValueError as e:
+        base = load_config(RunConfig, args.config) if args.config else RunConfig()
+        return config_from_args(RunConfig, args, base)
+    except ConfigError as e:
         raise UsageError(str(e)) from None
+
+
+def validate(cfg: RunConfig) -> None:
+    """Raise UsageError (exit code 2) for every setting the machine cannot honour, before
+    anything is written: unknown preset, missing GPUs, an unloadable model, bad --out."""
     from nets.config import get_preset
 
     try:
-        get_preset(args.preset)
+        get_preset(cfg.preset)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if args.gpus > 0:
+    if cfg.gpus > 0:
         import torch
 
-        if not torch.cuda.is_available() or torch.cuda.device_count() < args.gpus:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < cfg.gpus:
             have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            raise UsageError(f"--gpus {args.gpus} asked for, {have} CUDA device(s) available")
-    if args.model is not None:
+            raise UsageError(f"--gpus {cfg.gpus} asked for, {have} CUDA device(s) available")
+    if cfg.model is not None:
         from nets.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 
-        if not os.path.exists(args.model):
-            raise UsageError(f"--model {args.model!r} does not exist")
-        path = latest_checkpoint(args.model) if os.path.isdir(args.model) else args.model
+        if not os.path.exists(cfg.model):
+            raise UsageError(f"--model {cfg.model!r} does not exist")
+        path = latest_checkpoint(cfg.model) if os.path.isdir(cfg.model) else cfg.model
         if path is not None:
             try:
                 load_checkpoint(path)
             except CheckpointError as e:
                 raise UsageError(f"--model: {e}") from None
     # --out must be creatable and writable; create nothing if it is not
-    out = os.path.abspath(args.out)
+    out = os.path.abspath(cfg.out)
     parent = out
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {args.out!r} is not writable")
+        raise UsageError(f"--out {cfg.out!r} is not writable (a file is in the way or no permission)")
     if os.path.exists(out):
         if not os.path.isdir(out) or not os.access(out, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {args.out!r} is not a writable directory")
+            raise UsageError(f"--out {cfg.out!r} is not a writable directory")
 
 
 def _fmt_status(elapsed, totals, srv, version) -> str:
@@ -121,76 +98,80 @@ def _fmt_status(elapsed, totals, srv, version) -> str:
     mean_len = totals["game_length_sum"] / games if games else 0.0
     batches, positions = srv
     fill = positions / batches if batches else 0.0
-    return (f"[selfplay {elapsed:7.0f}s] games {games}  samples {samples} "
+    return (f"{elapsed:7.0f}s games {games}  samples {samples} "
             f"({samples / max(elapsed, 1e-9):.1f}/s)  evals {positions / max(elapsed, 1e-9):.0f}/s  "
             f"mean length {mean_len:.1f}  server batch {fill:.0f}  model v{version}")
 
 
-def run(args) -> dict:
+def run(cfg: RunConfig) -> dict:
+    """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
     from nets.server import ServerConfig, request_shutdown, start_server
     from selfplay.worker import WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
-    os.makedirs(args.out, exist_ok=True)
-    for name in os.listdir(args.out):  # leftovers of a killed writer are never shards
-        if name.endswith(".h5.tmp"):
-            os.remove(os.path.join(args.out, name))
-    n_servers = max(1, args.gpus)
-    workers = args.workers or (2 if args.gpus == 0 else max(1, (os.cpu_count() or 2) - args.gpus))
-    games = args.games_per_worker or (32 if args.gpus == 0 else 256)
-    max_batch = games * args.leaves
+    os.makedirs(cfg.out, exist_ok=True)
+    lock = DirLock(cfg.out, "selfplay.run")  # one run per shard directory (LockedError otherwise)
+    remove_stale_temps(cfg.out)  # under the lock, leftovers of a killed writer are never shards
+    run_id = int.from_bytes(os.urandom(8), "little") >> 1  # this invocation's identity (63 bits)
+    n_servers = max(1, cfg.gpus)
+    workers = cfg.workers or (2 if cfg.gpus == 0 else max(1, len(os.sched_getaffinity(0)) - cfg.gpus))
+    games = cfg.games_per_worker or (32 if cfg.gpus == 0 else 256)
+    max_batch = games * cfg.search.leaves_per_step
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
     queues, servers = [], []
     for s in range(n_servers):
         sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, 9)
-        device = f"cuda:{s}" if args.gpus > 0 else "cpu"
-        cfg = ServerConfig(device=device, model=args.model, preset=args.preset, seed=args.seed,
-                           threads=args.threads if args.gpus == 0 else 0,
-                           max_forward_batch=256 if args.gpus == 0 else max(max_batch, 1024),
-                           reload_interval=args.reload_interval)
+        device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
+        server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.preset, seed=cfg.seed,
+                                  threads=cfg.threads if cfg.gpus == 0 else 0,
+                                  max_forward_batch=256 if cfg.gpus == 0 else max(max_batch, 1024),
+                                  reload_interval=cfg.reload_interval)
         queues.append(sq)
-        servers.append(start_server(ctx, sq.handles, cfg, name=f"c4fast-server-{s}"))
+        servers.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
     stop = ctx.Event()
     stats_q = ctx.Queue()
-    prefix = time.strftime("sp_%Y%m%d_%H%M%S")
-    config_json = json.dumps({"search": args.search.to_dict(), "selfplay": args.policy.to_dict(),
-                              "preset": args.preset, "model": args.model, "seed": args.seed})
+    prefix = time.strftime("sp_%Y%m%d_%H%M%S_") + f"{run_id & 0xFFFFFF:06x}"
+    config_json = json.dumps(config_to_dict(cfg))
     specs = []
     for w in range(workers):
         s = w % n_servers
-        specs.append(WorkerSpec(index=w, slot=per_server[s].index(w), out_dir=args.out,
-                                sizes=args.size_list, games_per_worker=games, search=args.search,
-                                policy=args.policy, seed=args.seed, run_prefix=prefix,
-                                samples_per_shard=args.samples_per_shard, config_json=config_json))
+        specs.append(WorkerSpec(index=w, slot=per_server[s].index(w), out_dir=cfg.out,
+                                sizes=cfg.size_list, games_per_worker=games, search=cfg.search,
+                                policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
+                                samples_per_shard=cfg.samples_per_shard, config_json=config_json,
+                                run_id=run_id, parent_pid=os.getpid(), shard_seconds=cfg.shard_seconds))
 
     def spawn(w):
         p = ctx.Process(target=worker_main, args=(specs[w], queues[w % n_servers].handles, stop, stats_q),
                         name=f"c4fast-worker-{w}", daemon=False)
         p.start()
+        started_at[w] = time.monotonic()
         return p
 
+    started_at: dict[int, float] = {}
     procs = [spawn(w) for w in range(workers)]
-    worker_stats = {w: {} for w in range(workers)}
-    banked = {w: {} for w in range(workers)}  # stats of earlier incarnations of a restarted worker
+    inc_stats: dict[tuple[int, int], dict] = {}  # (worker, restart) -> that incarnation's totals
     errors: list[str] = []
+    restart_at: dict[int, float] = {}  # worker -> when its back-off ends
 
     def handle(msg) -> None:
         """A worker's message: its running totals, or an error."""
-        kind, w, payload = msg
+        kind, w, incarnation, payload = msg
         if kind == "stats":
-            worker_stats[w] = payload
+            inc_stats[(w, incarnation)] = payload
         elif kind == "error":
             errors.append(f"worker {w}: {payload}")
 
     t0 = time.monotonic()
-    next_status = t0 + args.status_every
+    next_status = t0 + cfg.status_every
     failure = None
     restarts = 0
+    quick_failures = {w: 0 for w in range(workers)}
 
     def totals():
         keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum")
-        return {k: sum(worker_stats[w].get(k, 0) + banked[w].get(k, 0) for w in worker_stats) for k in keys}
+        return {k: sum(st.get(k, 0) for st in inc_stats.values()) for k in keys}
 
     def server_counts():
         b = p = 0
@@ -212,9 +193,9 @@ def run(args) -> dict:
             now = time.monotonic()
             tot = totals()
             if not stop.is_set() and (
-                (args.max_games and tot["games"] >= args.max_games)
-                or (args.max_samples and tot["samples"] >= args.max_samples)
-                or (args.time and now - t0 >= args.time)
+                (cfg.max_games and tot["games"] >= cfg.max_games)
+                or (cfg.max_samples and tot["samples"] >= cfg.max_samples)
+                or (cfg.time and now - t0 >= cfg.time)
             ):
                 stop.set()
             for s, p in enumerate(servers):
@@ -222,25 +203,48 @@ def run(args) -> dict:
                     failure = f"inference server {s} (pid {p.pid}) exited with code {p.exitcode}"
                     stop.set()
             for w, p in enumerate(procs):
-                if p.is_alive() or p.exitcode == 0:
+                if p.is_alive() or p.exitcode == 0 or stop.is_set() or failure:
                     continue
-                if stop.is_set() or failure:
-                    continue
-                restarts += 1
-                print(f"[selfplay] worker {w} (pid {p.pid}) died with code {p.exitcode}; "
-                      f"its finished shards are kept, restarting it", file=sys.stderr, flush=True)
-                for k, v in worker_stats[w].items():
-                    banked[w][k] = banked[w].get(k, 0) + v
-                worker_stats[w] = {}
-                procs[w] = spawn(w)
+                if w not in restart_at:  # just died: decide on a restart with back-off
+                    spec = specs[w]
+                    lived = now - started_at[w]
+                    quick_failures[w] = quick_failures[w] + 1 if lived < 60 else 0
+                    if errors and p.exitcode == 3:  # a server error: restarting cannot help
+                        failure = f"{errors[-1]} (worker exit code 3)"
+                    elif spec.restart >= cfg.max_restarts:
+                        failure = (f"worker {w} died {spec.restart + 1} times (last exit code {p.exitcode}); "
+                                   f"giving up (--max-restarts {cfg.max_restarts})")
+                    if failure:
+                        log.error("%s", failure)
+                        stop.set()
+                        continue
+                    delay = min(30.0, 0.5 * 2 ** quick_failures[w]) if quick_failures[w] else 0.0
+                    restart_at[w] = now + delay
+                    log.warning("worker %d (pid %s, incarnation %d) died with code %s; its finished shards "
+                                "are kept; restarting it in %.1f s", w, p.pid, spec.restart, p.exitcode, delay)
+                if now >= restart_at[w]:
+                    del restart_at[w]
+                    restarts += 1
+                    specs[w] = dataclasses.replace(specs[w], restart=specs[w].restart + 1)
+                    procs[w] = spawn(w)
             if now >= next_status:
-                print(_fmt_status(now - t0, tot, server_counts(), version()), flush=True)
-                next_status = now + args.status_every
+                counts = server_counts()
+                log.info(_fmt_status(now - t0, tot, counts, version()))
+                if cfg.status_file:
+                    el = max(now - t0, 1e-9)
+                    atomic_write_json(cfg.status_file, {
+                        "seconds": round(el, 1), "games": tot["games"], "samples": tot["samples"],
+                        "samples_per_s": round(tot["samples"] / el, 2), "evals_per_s": round(counts[1] / el, 1),
+                        "model_version": version(), "worker_restarts": restarts,
+                        "worker_pids": [p.pid for p in procs], "server_pids": [p.pid for p in servers]})
+                next_status = now + cfg.status_every
             if stop.is_set() and all(not p.is_alive() for p in procs):
                 break
     except KeyboardInterrupt:
-        print("[selfplay] interrupted: stopping workers (finished games are written)", file=sys.stderr, flush=True)
+        log.info("interrupted: stopping workers (finished games are written)")
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not
+            signal.signal(sig, signal.SIG_IGN)                      # cut the clean-up short
         stop.set()
         for p in procs:
             p.join(120)
@@ -263,9 +267,10 @@ def run(args) -> dict:
                 p.kill()
         for sq in queues:
             sq.close()
+        lock.release()
     elapsed = time.monotonic() - t0
     tot = totals()
-    all_shards = sorted(os.path.join(args.out, f) for f in os.listdir(args.out)
+    all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
                         if f.startswith(prefix) and f.endswith(".h5"))
     summary = {
         "games": tot["games"], "samples": tot["samples"], "moves": tot["moves"],
@@ -277,8 +282,9 @@ def run(args) -> dict:
         "mean_batch": round(counts[1] / counts[0], 1) if counts[0] else 0.0,
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
         "workers": workers, "games_per_worker": games, "servers": n_servers,
-        "device": "cpu" if args.gpus == 0 else f"{args.gpus} GPU(s)",
-        "shards": all_shards, "worker_restarts": restarts,
+        "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",
+        "shards": all_shards, "worker_restarts": restarts, "run_id": str(run_id),
+        "config": config_to_dict(cfg),
     }
     if failure or errors:
         summary["error"] = failure or errors[0]
@@ -286,18 +292,22 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    setup_logging()
     raise_on_interrupt()
     try:
-        validate(args)
+        cfg = config_from_argv(argv)
+        validate(cfg)
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        log.error("%s", e)
         return 2
-    summary = run(args)
+    try:
+        summary = run(cfg)
+    except LockedError as e:
+        log.error("%s", e)
+        return 2
     print(json.dumps(summary), flush=True)
     if "error" in summary:
-        print(f"error: {summary['error']}", file=sys.stderr)
+        log.error("%s", summary["error"])
         return 1
     return 0
 

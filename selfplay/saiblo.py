@@ -54,21 +54,21 @@ def send(out, x: int, y: int) -> None:
 
 
 def make_player(args):
+    """The ladder player: ``--player SPEC``, else the net at ``--model`` with ``--time`` per move."""
+    from nets.players import make_player as make
+
     if args.player:
-        from selfplay.arena import make_any_player
-
-        return make_any_player(args.player)
-    from selfplay.netplayer import NetPlayer
-
+        return make(args.player)
     path = args.model or DEFAULT_MODEL
     if not os.path.exists(path):
         raise FileNotFoundError(f"model {path!r} not found (use --model or --player)")
-    return NetPlayer(path, playouts=0, seconds=max(0.05, args.time), name="c4fast")
+    return make(f"net:{path}:{max(0.05, args.time)}s")
 
 
 def play(inp, out, args, log=sys.stderr) -> int:
     """Run one game over the protocol; returns the exit code."""
     import c4fast
+    from c4fast.evaluators import landing_row
 
     first = inp.readline()
     if not first:
@@ -91,7 +91,7 @@ def play(inp, out, args, log=sys.stderr) -> int:
         if (lx, ly) != (-1, -1):
             if not (0 <= ly < w) or ly not in game.legal_moves():
                 raise ProtocolError(f"illegal opponent move {lx} {ly}: column {ly} is not playable")
-            row = int(game.state[0]["top"][ly])
+            row = landing_row(game.state[0], ly)
             if c4fast.to_saiblo(row, ly, h)[0] != lx:
                 raise ProtocolError(f"illegal opponent move {lx} {ly}: a stone in column {ly} lands "
                                     f"on row {c4fast.to_saiblo(row, ly, h)[0]} (from the top)")
@@ -104,10 +104,10 @@ def play(inp, out, args, log=sys.stderr) -> int:
         if hasattr(player, "seconds") and player.seconds:
             player.seconds = max(0.05, budget - spent - args.margin)
         col = player.choose(game.copy())
-        row = int(game.state[0]["top"][col])
+        row = landing_row(game.state[0], col)
         x, y = c4fast.to_saiblo(row, col, h)
         send(out, x, y)
-        a = player.analysis() if hasattr(player, "analysis") else {}
+        a = player.analysis()
         if a.get("wdl"):
             print(f"move {x} {y}  wdl {tuple(round(v, 3) for v in a['wdl'])}  "
                   f"playouts {a.get('playouts', '-')}", file=log, flush=True)
@@ -148,12 +148,12 @@ def bundle(out_zip: str, model: str, seconds: float) -> str:
         shutil.copytree(os.path.join(root, "c4fast"), os.path.join(stage, "c4fast"),
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         os.makedirs(os.path.join(stage, "nets"))
-        for f in ("numpy_net.py", "evaluator.py"):
+        for f in ("numpy_net.py", "evaluator.py", "netplayer.py", "players.py", "config.py"):
             shutil.copy(os.path.join(root, "nets", f), os.path.join(stage, "nets", f))
         with open(os.path.join(stage, "nets", "__init__.py"), "w") as fh:
             fh.write('"""numpy-only network code for the Saiblo bundle."""\n')
         os.makedirs(os.path.join(stage, "selfplay"))
-        for f in ("saiblo.py", "netplayer.py"):
+        for f in ("saiblo.py",):
             shutil.copy(os.path.join(root, "selfplay", f), os.path.join(stage, "selfplay", f))
         with open(os.path.join(stage, "selfplay", "__init__.py"), "w") as fh:
             fh.write('"""Saiblo bundle."""\n')

@@ -14,8 +14,9 @@ stderr); name it with ``--files`` to include it.  Optimal move sets are cached i
 JSON file (``--cache``, default under ``$XDG_CACHE_HOME/c4fast``) because solving the
 ``L1`` positions dominates the run time.
 
-``--model PATH`` is reserved for network players; until it is wired, use ``--player``
-with any :func:`selfplay.bots.make_player` spec.
+``--player SPEC`` measures any :func:`nets.players.make_player` spec; ``--model PATH``
+measures a network twice, as its raw policy and with MCGS at ``--playouts``. The files
+are the repository's copy in ``data/pons-connect4/``.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-from selfplay import solver as sv
-from selfplay.bots import SPEC_FORMS, make_player
+from c4fast.players import solver as sv
+from c4fast.runtime import atomic_write_json
+from nets.players import SPEC_FORMS, make_player
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "pons-connect4"
+DATA_DIR = sv.PONS_DIR
 DEFAULT_FILES = ("Test_L3_R1", "Test_L2_R1", "Test_L2_R2", "Test_L1_R1", "Test_L1_R2")
 SLOW_FILES = ("Test_L1_R3",)
 CACHE_VERSION = 1
@@ -68,10 +70,7 @@ class BestMovesCache:
         if self.path is None or not self.dirty:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "best_moves": self.data}))
-            tmp.replace(self.path)
+            atomic_write_json(self.path, {"version": CACHE_VERSION, "best_moves": self.data}, indent=None)
             self.dirty = False
         except OSError as e:
             print(f"note: could not write the cache {self.path}: {e}", file=sys.stderr)
@@ -108,7 +107,7 @@ def make_model_players(path: str, playouts: int) -> list:
     """The network at `path` as two players: raw policy only, and MCGS with `playouts`."""
     import os
 
-    from selfplay.netplayer import NetPlayer, load_evaluator
+    from nets.netplayer import load_evaluator
 
     if not os.path.exists(path):
         raise ValueError(f"--model {path!r} does not exist")
@@ -116,8 +115,9 @@ def make_model_players(path: str, playouts: int) -> list:
         raise ValueError(f"--playouts must be >= 1, got {playouts}")
     ev = load_evaluator(path)  # shared by both players
     name = os.path.basename(path.rstrip("/"))
-    return [NetPlayer(path, playouts=0, evaluator=ev, name=f"net:{name}:policy"),
-            NetPlayer(path, playouts=playouts, evaluator=ev, name=f"net:{name}:{playouts}")]
+    players = [make_player(f"net:{path}:policy", evaluator=ev), make_player(f"net:{path}:{playouts}", evaluator=ev)]
+    players[0].name, players[1].name = f"net:{name}:policy", f"net:{name}:{playouts}"
+    return players
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,7 @@ size's quota is reached, then the worker rotates to the next board size.
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import time
 from dataclasses import dataclass, field
@@ -18,8 +18,10 @@ import numpy as np
 
 import c4fast
 from c4fast.config import SearchConfig
+from c4fast.evaluators import column_plane
 from c4fast.mcts import BatchedMCTS, choose_move
-from selfplay.policy import SelfPlayConfig
+from c4fast.protocols import Evaluator, ZeroCopyEvaluator
+from selfplay.config import SelfPlayConfig
 
 
 @dataclass
@@ -49,7 +51,7 @@ class _Slot:
 class SelfPlayEngine:
     """Plays games of one board size with any evaluator (see c4fast.evaluators)."""
 
-    def __init__(self, evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
+    def __init__(self, evaluator: Evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
                  width: int, num_games: int, seed: int, model_version=lambda: 0):
         self.ev = evaluator
         self.search = search
@@ -59,7 +61,7 @@ class SelfPlayEngine:
         self.rng = np.random.default_rng(seed)
         self.mcts = BatchedMCTS(search, num_games, height, width, seed=int(self.rng.integers(2**31)),
                                 max_playouts=search.full_playouts)
-        if hasattr(evaluator, "planes_buffer") and evaluator.max_batch >= self.mcts.max_leaves:
+        if isinstance(evaluator, ZeroCopyEvaluator) and evaluator.max_batch >= self.mcts.max_leaves:
             self.planes = evaluator.planes_buffer(height, width)
         else:
             self.planes = self.mcts.planes_buffer()
@@ -93,30 +95,18 @@ class SelfPlayEngine:
                                    root_temp=self.policy.root_temperature(game.ply, cells))
         s.start_visits = self.mcts.root_playouts(g)
 
-    def _priors(self, g: int) -> np.ndarray:
-        t = self.mcts.tree
-        r = self.mcts.games.root[g]
-        out = np.zeros(self.width)
-        f = t.first_child[r]
-        for i in range(t.num_children[r]):
-            out[t.move[f + i]] = t.prior[f + i]
-        return out
-
     def _finish_move(self, g: int, on_game) -> None:
         s = self.slots[g]
         game = s.game
         st = self.stats
         st.playouts += self.mcts.root_playouts(g) - s.start_visits
         if len(game.moves) < s.opening:  # opening: sample from the raw policy
-            p = self._priors(g)
+            p = self.mcts.root_priors(g)
             col = int(self.rng.choice(self.width, p=p / p.sum()))
         else:
             rec = self.mcts.games.positions[g]
             target = self.mcts.policy_target(g)
-            policy = np.zeros((self.height, self.width), np.float32)
-            for c in range(self.width):
-                if target[c] > 0:
-                    policy[int(rec["top"][c]), c] = target[c]
+            policy = column_plane(target, rec, self.height, self.width)
             policy /= policy.sum()
             s.samples.append({
                 "stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
@@ -179,7 +169,12 @@ class SelfPlayEngine:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What one worker process needs (picklable)."""
+    """What one worker process needs (picklable).
+
+    Identity: ``run_id`` (random per ``selfplay.run`` invocation), ``index`` (the worker)
+    and ``restart`` (how often this worker was restarted) together seed the games, so no
+    two incarnations anywhere replay the same games; all three are recorded in the shard.
+    """
 
     index: int
     slot: int
@@ -192,19 +187,43 @@ class WorkerSpec:
     run_prefix: str
     samples_per_shard: int
     config_json: str
+    run_id: int = 0
+    restart: int = 0
+    parent_pid: int = 0
+    shard_seconds: float = 0.0
+
+    def seed_sequence(self) -> list[int]:
+        return [self.seed, self.run_id, self.index, self.restart]
 
 
 def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
-    """Process entry: play rotating board sizes through the inference server until stopped."""
+    """Process entry: play rotating board sizes through the inference server until stopped.
+
+    Signals: SIGINT is ignored (the parent decides); SIGTERM and SIGHUP end the worker
+    cleanly (finished games are written); the worker also gets SIGTERM when its parent
+    dies (no orphans).
+    """
+    from c4fast.runtime import die_with_parent
     from nets.shm_queue import InferenceClient, ServerError
-    from selfplay.shards import ShardWriter
+    from nets.shards import ShardWriter
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    stopping = []
+
+    def on_term(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    if spec.parent_pid:
+        die_with_parent(signal.SIGTERM, spec.parent_pid)
+    should_stop = lambda: bool(stopping) or stop_event.is_set()  # noqa: E731
     client = InferenceClient(handles, spec.slot)
-    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}",
-                         attrs={"worker": spec.index, "config": spec.config_json},
-                         samples_per_shard=spec.samples_per_shard)
-    rng = np.random.default_rng([spec.seed, spec.index])
+    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_r{spec.restart:02d}",
+                         attrs={"worker": spec.index, "restart": spec.restart, "run_id": str(spec.run_id),
+                                "seed_sequence": json.dumps(spec.seed_sequence()), "config": spec.config_json},
+                         samples_per_shard=spec.samples_per_shard, max_seconds=spec.shard_seconds)
+    rng = np.random.default_rng(spec.seed_sequence())
     sizes = list(spec.sizes)
     k = spec.index % len(sizes)
     last_report = time.monotonic()
@@ -215,17 +234,18 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
         now = time.monotonic()
         if force or now - last_report > 1.0:
             s = engine.stats
-            stats_queue.put(("stats", spec.index, {k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__}))
+            stats_queue.put(("stats", spec.index, spec.restart,
+                             {k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__}))
             last_report = now
 
     try:
-        while not stop_event.is_set():
+        while not should_stop():
             h, w = sizes[k % len(sizes)]
             k += 1
             engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
                                     seed=int(rng.integers(2**31)), model_version=lambda: client.model_version)
             quota = spec.policy.games_per_size or spec.games_per_worker
-            engine.play(quota, writer.add_game, should_stop=stop_event.is_set, on_step=report)
+            engine.play(quota, writer.add_game, should_stop=should_stop, on_step=report)
             for key in totals.__dict__:
                 totals.__dict__[key] += engine.stats.__dict__[key]
             engine.stats = Stats()
@@ -233,5 +253,7 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
         writer.flush()
     except ServerError as e:
         writer.flush()
-        stats_queue.put(("error", spec.index, str(e)))
+        stats_queue.put(("error", spec.index, spec.restart, str(e)))
         raise SystemExit(3) from None
+    finally:
+        client.close()

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from c4fast import Game
-from selfplay import bots
-from selfplay import solver as sv
+from c4fast.players import bots
+from nets.players import make_player
+from c4fast.players import solver as sv
 
 
 def landing_row(g: Game, col: int) -> int:
@@ -164,7 +165,7 @@ def test_alphabeta_is_exact_at_full_depth():
     """Near the end of 6x7 games the iterative deepening reaches every leaf: its root
     value is then Pons's score and its move is optimal."""
     solver = sv.Solver(20)
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "pons-connect4" / "Test_L3_R1"
+    path = Path(__file__).resolve().parents[1] / "data" / "pons-connect4" / "Test_L3_R1"
     if not path.is_file():
         pytest.skip("no Pons data")
     for moves, score in sv.read_pons_file(path)[:40:2]:
@@ -198,7 +199,7 @@ def test_players_return_legal_moves(seed):
     positions = random_game_positions(seed, sizes=(4, 12))
     picks = rng.choice(len(positions), size=min(4, len(positions)), replace=False)
     for spec in FAST_SPECS:
-        p = bots.make_player(spec, seed=seed)
+        p = make_player(spec, seed=seed)
         assert isinstance(p, bots.Player)
         p.reset(positions[0])
         for i in picks:
@@ -210,7 +211,7 @@ def test_players_return_legal_moves(seed):
 
 
 def test_solver_player_on_small_endgames():
-    p = bots.make_player("solver", seed=1)
+    p = make_player("solver", seed=1)
     solver = sv.Solver(18)
     for g in [x for s in range(6) for x in random_game_positions(s, sizes=(4, 5))][::3]:
         col = p.choose(g)
@@ -235,19 +236,19 @@ def test_finished_game_is_refused():
     g = Game.from_moves(6, 7, None, [0, 1, 0, 1, 0, 1, 0])
     for spec in FAST_SPECS + ["solver"]:
         with pytest.raises(ValueError, match="over"):
-            bots.make_player(spec, seed=0).choose(g)
+            make_player(spec, seed=0).choose(g)
 
 
 @pytest.mark.parametrize("spec", ["random", "greedy", "uct:300", "alphabeta:30:3"])
 def test_determinism_for_a_seed(spec):
     positions = [g for s in range(3) for g in random_game_positions(100 + s)][::4]
-    a = bots.make_player(spec, seed=42)
-    b = bots.make_player(spec, seed=42)
+    a = make_player(spec, seed=42)
+    b = make_player(spec, seed=42)
     moves_a = [a.choose(g) for g in positions]
     moves_b = [b.choose(g) for g in positions]
     assert moves_a == moves_b
     if spec != "alphabeta:30:3":  # alpha-beta only randomises between equal values
-        c = bots.make_player(spec, seed=43)
+        c = make_player(spec, seed=43)
         assert [c.choose(g) for g in positions] != moves_a
 
 
@@ -269,9 +270,9 @@ def test_determinism_for_a_seed(spec):
     ],
 )
 def test_make_player(spec, cls, name):
-    p = bots.make_player(spec, seed=0)
+    p = make_player(spec, seed=0)
     assert isinstance(p, cls) and p.name == name
-    assert bots.make_player(p.name, seed=0).name == name  # names are specs again
+    assert make_player(p.name, seed=0).name == name  # names are specs again
 
 
 @pytest.mark.parametrize(
@@ -295,7 +296,7 @@ def test_make_player(spec, cls, name):
 )
 def test_make_player_errors(spec, why):
     with pytest.raises(ValueError, match=why) as e:
-        bots.make_player(spec)
+        make_player(spec)
     assert "valid forms" in str(e.value)
 
 
@@ -311,8 +312,8 @@ def test_constructor_errors():
 # --------------------------------------------------------------------------- matches
 def _match_score(a_spec: str, b_spec: str, games: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
-    a = bots.make_player(a_spec, seed=seed)
-    b = bots.make_player(b_spec, seed=seed + 1)
+    a = make_player(a_spec, seed=seed)
+    b = make_player(b_spec, seed=seed + 1)
     score = 0.0
     for i in range(games):
         g0 = Game.random(rng)
@@ -346,8 +347,10 @@ def test_play_game_plays_to_the_end():
 
 # ----------------------------------------------------------------------------- bench
 def test_bench_entry(capsys):
-    assert bots.main(["--bench", "--seconds", "0.02"]) == 0
+    from c4fast import bench
+
+    assert bench.main(["bots", "--seconds", "0.02"]) == 0
     rec = json.loads(capsys.readouterr().out)
+    assert rec["bench"] == "bots"
     assert set(rec["choose_per_s"]) == {"random", "greedy", "uct:500", "uct:2000", "alphabeta:0.1"}
     assert rec["greedy_vs_random_games_per_s"] > 0
-    assert bots.main([]) == 2

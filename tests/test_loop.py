@@ -8,19 +8,21 @@ import sys
 import time
 from pathlib import Path
 
-from selfplay.shards import list_shards, read_shard, validate_shard
+from nets.shards import list_shards, read_shard, validate_shard
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def loop_cmd(run_dir, minutes):
+def loop_cmd(run_dir, evaluations, minutes=30):
+    """The dummy loop, ended by a count of evaluated checkpoints (not by the clock, so a
+    slow or loaded machine gives the same outcome)."""
     return [sys.executable, "-m", "selfplay.loop", "--preset", "dummy", "--dir", str(run_dir),
-            "--minutes", str(minutes), "--sizes", "6x7"]
+            "--minutes", str(minutes), "--max-evaluations", str(evaluations), "--sizes", "6x7"]
 
 
 def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.run(loop_cmd(run, 0.3), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(loop_cmd(run, 1), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["samples"] > 0 and summary["latest_checkpoint"]
@@ -40,13 +42,16 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     state = json.loads((run / "loop.json").read_text())
     first_elapsed = state["elapsed"]
     step_before = int(Path(summary["latest_checkpoint"]).stem.split("_")[1])
-    # the same command with a larger budget resumes (trainer continues from its state)
-    proc2 = subprocess.run(loop_cmd(run, 0.45), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # the same command with a larger budget resumes: it rates the checkpoint saved at the stop,
+    # then needs a newer one, which only a resumed trainer can write
+    proc2 = subprocess.run(loop_cmd(run, 3), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc2.returncode == 0, proc2.stdout + proc2.stderr
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
-    assert s2["elapsed_s"] > first_elapsed
+    assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
     assert int(Path(s2["latest_checkpoint"]).stem.split("_")[1]) > step_before
-    assert "resumed at step" in (run / "logs" / "train.log").read_text()
+    assert f"resumed at step {step_before}" in (run / "logs" / "train.log").read_text()
+    assert json.loads((run / "loop.json").read_text())["config"]["preset"] == "dummy"
+    assert json.loads((run / "config" / "train.json").read_text())["resume"] is True
     versions = set()
     for p in list_shards([run / "data"]):
         for k, g in read_shard(p).items():
@@ -57,7 +62,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
 
 def test_ctrl_c_stops_everything_cleanly(tmp_path):
     run = tmp_path / "run"
-    p = subprocess.Popen(loop_cmd(run, 5), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(loop_cmd(run, 0), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     models = run / "train" / "models"
     while time.monotonic() < deadline and not (models.exists() and list(models.glob("model_*.pt"))):
@@ -66,7 +71,7 @@ def test_ctrl_c_stops_everything_cleanly(tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=180)
     assert p.returncode == 0, out + err
-    assert "interrupted" in out
+    assert "interrupted" in err
     state = json.loads((run / "loop.json").read_text())
     assert 0 < state["elapsed"] < 300
     assert (run / "train" / "train_state.pt").exists()

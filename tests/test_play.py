@@ -68,7 +68,7 @@ def test_arena_cli_and_bad_spec(tmp_path):
 
 
 def test_net_players_return_legal_moves_and_analysis(tiny_model):
-    from selfplay.netplayer import NetPlayer
+    from nets.netplayer import NetPlayer
 
     pt, npz = tiny_model
     rng = np.random.default_rng(0)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import c4fast
-from selfplay.shards import (
+from nets.shards import (
     SCHEMA_VERSION,
     ShardError,
     ShardWriter,
@@ -43,7 +43,9 @@ def test_small_cpu_run_writes_valid_shards(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summ = summary_of(proc)
     assert summ["games"] >= 6 and summ["samples"] > 0 and summ["evals_per_s"] > 0
-    assert "[selfplay" in proc.stdout  # periodic status line
+    assert "selfplay.run:" in proc.stderr and " games " in proc.stderr  # periodic status line (logging)
+    assert summ["config"]["search"]["full_probability"] == 0.5  # the complete config is recorded
+    assert summ["config"]["sizes"] == "6x7,9x10"
     shards = list_shards([tmp_path / "d"])
     assert shards and sorted(shards) == sorted(summ["shards"])
     total = 0
@@ -88,22 +90,21 @@ def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight):
 
 def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
     out = tmp_path / "d"
+    status = tmp_path / "status.json"
     cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, "--sizes", "6x7",
-           "--time", "25", "--samples-per-shard", "15"]
+           "--max-games", "12", "--samples-per-shard", "15", "--status-file", str(status)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while victim is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        names = [n for n in os.listdir(out)] if out.exists() else []
-        pids = {int(n.split("_p")[1].split("_")[0]) for n in names if n.endswith(".h5")}
-        if pids:
-            victim = sorted(pids)[0]
+        if list_shards([out]) and status.exists():  # a shard is finished: kill its writer's process
+            victim = json.loads(status.read_text())["worker_pids"][0]
     assert victim is not None, "no shard appeared"
     os.kill(victim, signal.SIGKILL)
     stdout, stderr = proc.communicate(timeout=180)
     assert proc.returncode == 0, stderr
-    assert f"worker 0 (pid {victim}) died" in stderr or "died" in stderr
+    assert f"worker 0 (pid {victim}, incarnation 0) died" in stderr
     summ = json.loads(stdout.strip().splitlines()[-1])
     assert summ["worker_restarts"] >= 1
     shards = list_shards([out])
@@ -156,7 +157,7 @@ def test_writer_roundtrip_and_schema_checks(tmp_path):
 
 @pytest.mark.parametrize("flags,needle", [
     (["--max-games", "-1"], "--max-games"),
-    (["--workers", "0"], "--workers"),
+    (["--workers", "-1"], "--workers"),
     (["--games-per-worker", "-3"], "--games-per-worker"),
     (["--preset", "nope"], "nope"),
     (["--model", "/nonexistent/model.pt"], "does not exist"),

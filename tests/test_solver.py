@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from c4fast import Game
-from selfplay import solver as sv
+from c4fast.players import solver as sv
 from selfplay import solverbench
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PONS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "pons-connect4"
+PONS_DIR = Path(__file__).resolve().parents[1] / "data" / "pons-connect4"
 
 
 def pons_entries(name: str) -> list[tuple[str, int]]:
@@ -284,10 +284,10 @@ def test_cli_errors(tmp_path, capsys):
 
 
 def test_cli_module_entry_point():
-    out = subprocess.run([sys.executable, "-m", "selfplay.solver", "--help"],
+    out = subprocess.run([sys.executable, "-m", "c4fast.players.solver", "--help"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "--file" in out.stdout and "--limit" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "selfplay.solver", "--file", "/nonexistent"],
+    out = subprocess.run([sys.executable, "-m", "c4fast.players.solver", "--file", "/nonexistent"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "no such file" in out.stderr
 

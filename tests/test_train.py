@@ -12,8 +12,8 @@ import torch
 import c4fast
 from nets.checkpoint import load_checkpoint
 from nets.replay import Batch, ReplayWindow, WindowConfig, flip_batch
-from nets.train import TrainConfig, Trainer, losses, train
-from selfplay.shards import ShardWriter, list_shards, read_shard
+from nets.train import TrainConfig, TrainRunConfig, Trainer, losses, train
+from nets.shards import ShardWriter, list_shards, read_shard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_flip_matches_the_mirrored_position(tmp_path):
         orig = Batch(b.height, b.width, b.planes.copy(), b.policy.copy(), b.policy_weight,
                      b.outcome, b.legal.copy())
         flip_batch(b, np.ones(40, bool))
-        from selfplay.shards import rebuild_positions
+        from nets.shards import rebuild_positions
         from c4fast import bitboard as bb
         recs = rebuild_positions({f: d[f][idx] for f in d}, *size)
         for i in range(40):
@@ -95,7 +95,7 @@ def test_flip_matches_the_mirrored_position(tmp_path):
 def test_overfits_a_small_dataset(tmp_path):
     make_shards(tmp_path, games=4, sizes=((6, 7),))
     cfg = TrainConfig(preset="tiny", steps=250, per_size=32, lr=0.05, checkpoint_every=1000)
-    summary = train([str(tmp_path)], cfg, str(tmp_path / "run"), quiet=True)
+    summary = train([str(tmp_path)], TrainRunConfig(out=str(tmp_path / "run"), train=cfg), quiet=True)
     first = None
     tr = Trainer(cfg, str(tmp_path / "probe"))
     win = ReplayWindow()
@@ -134,9 +134,9 @@ def test_per_size_accumulation_equals_one_combined_batch(tmp_path):
 def test_resume_gives_identical_weights(tmp_path):
     make_shards(tmp_path / "d", games=8)
     cfg = TrainConfig(preset="tiny", steps=24, per_size=8, checkpoint_every=6)
-    a = train([str(tmp_path / "d")], cfg, str(tmp_path / "a"), quiet=True)
-    train([str(tmp_path / "d")], cfg, str(tmp_path / "b"), quiet=True, stop_after=12)
-    b = train([str(tmp_path / "d")], cfg, str(tmp_path / "b"), resume=True, quiet=True)
+    a = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "a"), train=cfg), quiet=True)
+    train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "b"), stop_after=12, train=cfg), quiet=True)
+    b = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "b"), resume=True, train=cfg), quiet=True)
     assert a["steps"] == b["steps"] == 24 and b["steps_this_run"] == 12
     ma, _, _ = load_checkpoint(a["checkpoint"])
     mb, _, _ = load_checkpoint(b["checkpoint"])
@@ -187,5 +187,6 @@ def test_follow_mode_holds_the_ratio_and_stops_when_idle(tmp_path):
     shards = make_shards(tmp_path / "f", games=4, sizes=((6, 7),))
     n = sum(len(g["ply"]) for p in shards for k, g in read_shard(p).items() if k != "games")
     cfg = TrainConfig(preset="tiny", per_size=8, ratio=2.0, checkpoint_every=1000)
-    s = train([], cfg, str(tmp_path / "o"), follow=str(tmp_path / "f"), quiet=True, max_wait=1.0, poll=0.2)
+    s = train([], TrainRunConfig(out=str(tmp_path / "o"), follow=str(tmp_path / "f"), max_wait=1.0, poll=0.2,
+                                 train=cfg), quiet=True)
     assert s["samples_trained"] <= 2.0 * n and s["samples_trained"] > 2.0 * n - 8

@@ -19,17 +19,14 @@ records and bitboard words; Python runs once per move, never per node.
   per iteration, an array tree (the kind of sample AI the Saiblo platform offers).
 * :class:`AlphaBetaPlayer`: iterative-deepening negamax with a transposition table
   under a time budget, threat-aware static evaluation at the horizon (the engine of
-  :mod:`selfplay.solver`; exact once the depth reaches the number of empty cells).
+  :mod:`c4fast.players.solver`; exact once the depth reaches the number of empty cells).
 * :class:`SolverPlayer`: a uniformly random optimal move of the exact solver (on
   boards larger than the one-word engine's, alpha-beta while more than 20 cells are
   empty).
 
-``make_player(spec)`` builds one from a string: ``random``, ``greedy``,
+``nets.players.make_player(spec)`` builds one from a string: ``random``, ``greedy``,
 ``uct[:ROLLOUTS[:C[:sensible]]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``, ``solver``.
-
-Benchmark (one JSON line)::
-
-    python -m selfplay.bots --bench
+Benchmark: ``python -m c4fast.bench bots``.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ import json
 import math
 import sys
 import time
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numba import njit
@@ -47,26 +43,9 @@ from numba import njit
 import c4fast  # noqa: F401  (sets up the Numba cache directory)
 from c4fast import bitboard as bb
 from c4fast.game import Game
+from c4fast.protocols import Player
 from c4fast.rollout import make_rng, playout, randbelow
-from selfplay import solver as sv
-
-
-@runtime_checkable
-class Player(Protocol):
-    """What the arena, the Saiblo player and human play need of a player.
-
-    ``analysis()`` describes the last ``choose()``: ``wdl`` (win, draw, loss for the
-    side that moved) and, for tree searches, ``visits`` ({column: visits}); the
-    alpha-beta and solver players add ``score``/``value``/``exact``/``depth``.
-    """
-
-    name: str
-
-    def reset(self, game: Game) -> None: ...
-
-    def choose(self, game: Game) -> int: ...
-
-    def analysis(self) -> dict: ...
+from c4fast.players import solver as sv
 
 
 def _seed_int(seed) -> int:
@@ -518,67 +497,6 @@ class SolverPlayer:
         return dict(self._analysis)
 
 
-# ============================================================================== factory
-SPEC_FORMS = (
-    "random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECONDS[:MAX_DEPTH]] | solver"
-)
-
-
-def make_player(spec: str, seed=None) -> Player:
-    """A player from a spec string: ``random``, ``greedy``, ``uct``, ``uct:2000``,
-    ``uct:2000:1.4``, ``uct:2000:1.4:sensible`` (sensible rollouts), ``alphabeta``,
-    ``alphabeta:0.5`` (seconds per move), ``alphabeta:0.5:20`` (and a depth cap),
-    ``solver``.  Raises ValueError listing the valid forms for a bad spec."""
-    if not isinstance(spec, str):
-        raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
-    parts = spec.strip().lower().split(":")
-    kind, args = parts[0], parts[1:]
-
-    def bad(why: str) -> ValueError:
-        return ValueError(f"bad player spec {spec!r}: {why}; valid forms: {SPEC_FORMS}")
-
-    def number(text: str, typ, what: str):
-        try:
-            v = typ(text)
-        except ValueError:
-            what_kind = "an integer" if typ is int else "a number"
-            raise bad(f"{what} must be {what_kind}, got {text!r}") from None
-        if typ is float and not math.isfinite(v):
-            raise bad(f"{what} must be finite, got {text!r}")
-        return v
-
-    if kind in ("random", "greedy", "solver"):
-        if args:
-            raise bad(f"{kind!r} takes no parameters")
-        cls = {"random": RandomPlayer, "greedy": GreedyPlayer, "solver": SolverPlayer}[kind]
-        return cls(seed=seed)
-    if kind == "uct":
-        sensible = len(args) == 3 and args[2] == "sensible"
-        if len(args) > 3:
-            raise bad("too many parameters")
-        if len(args) == 3 and not sensible:
-            raise bad(f"expected 'sensible', got {args[2]!r}")
-        rollouts = number(args[0], int, "ROLLOUTS") if args else 2000
-        c = number(args[1], float, "C") if len(args) > 1 else 1.4
-        if rollouts < 1:
-            raise bad(f"ROLLOUTS must be >= 1, got {rollouts}")
-        if c < 0:
-            raise bad(f"C must be >= 0, got {c}")
-        return UCTPlayer(rollouts, seed=seed, c=c, sensible=sensible)
-    if kind == "alphabeta":
-        if len(args) > 2:
-            raise bad("too many parameters")
-        secs = number(args[0], float, "SECONDS") if args else 0.5
-        depth = number(args[1], int, "MAX_DEPTH") if len(args) > 1 else 64
-        if secs <= 0:
-            raise bad(f"SECONDS must be > 0, got {secs}")
-        if depth < 1:
-            raise bad(f"MAX_DEPTH must be >= 1, got {depth}")
-        return AlphaBetaPlayer(secs, depth, seed=seed)
-    raise bad(f"unknown player kind {kind!r}")
-
-
-# ================================================================================ games
 def play_game(first: Player, second: Player, game: Game) -> Game:
     """Play `first` (player 1) against `second` from `game` (copied) to the end."""
     g = game.copy()
@@ -610,57 +528,3 @@ def random_positions(n: int, seed: int, sizes=None) -> list[Game]:
         if g.result is None:
             out.append(g)
     return out
-
-
-# ================================================================================ bench
-def bench(seconds: float = 1.0, seed: int = 0) -> dict:
-    positions = random_positions(64, seed)
-    out: dict = {"positions": "random Saiblo setups after random moves"}
-    specs = ["random", "greedy", "uct:500", "uct:2000", "alphabeta:0.1"]
-    calls = {}
-    for spec in specs:
-        p = make_player(spec, seed=seed)
-        p.choose(positions[0])  # compile / load kernels
-        n = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            g = positions[n % len(positions)]
-            p.reset(g)
-            p.choose(g)
-            n += 1
-        calls[spec] = round(n / (time.perf_counter() - t0), 1)
-    out["choose_per_s"] = calls
-    rng = np.random.default_rng(seed)
-    greedy, rand = GreedyPlayer(seed), RandomPlayer(seed + 1)
-    play_game(greedy, rand, Game.random(rng))
-    games = 0
-    wins = 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        first_greedy = games % 2 == 0
-        pair = (greedy, rand) if first_greedy else (rand, greedy)
-        g = play_game(*pair, Game.random(rng))
-        wins += g.result == (1 if first_greedy else 2)
-        games += 1
-    dt = time.perf_counter() - t0
-    out["greedy_vs_random_games_per_s"] = round(games / dt, 1)
-    out["greedy_vs_random_score"] = round(wins / games, 3)
-    return out
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m selfplay.bots", description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", action="store_true",
-                    help="print one JSON line: choose() calls/s per bot, greedy vs random games/s")
-    ap.add_argument("--seconds", type=float, default=1.0, help="time per measurement (default 1)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    if not args.bench:
-        ap.print_help()
-        return 2
-    print(json.dumps(bench(args.seconds, args.seed)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

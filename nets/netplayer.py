@@ -3,8 +3,9 @@ budget, or the raw policy alone (katac4's "fastc4").
 
 Weights come from a torch checkpoint (``.pt``) or a torch-free numpy export (``.npz``,
 see nets.numpy_net) — the latter starts in a fraction of a second, which matters for
-the Saiblo ladder. The player follows the ``selfplay.bots`` Player protocol:
-``reset(game)``, ``choose(game) -> column``, ``analysis() -> dict``.
+the Saiblo ladder. The player fulfils :class:`c4fast.protocols.Player`. Its search
+settings are an explicit :class:`c4fast.config.SearchConfig` (recorded by whoever builds
+it; ``nets.players.make_player`` is the factory).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 import c4fast
 from c4fast.config import SearchConfig
+from c4fast.evaluators import column_probabilities
 from c4fast.mcgs import GraphSearch
 
 
@@ -46,14 +48,14 @@ class NetPlayer:
     """Network + MCGS (playouts > 0 or seconds > 0), or policy only (playouts == 0)."""
 
     def __init__(self, path: str, playouts: int = 200, seconds: float = 0.0, name: str | None = None,
-                 evaluator=None, leaves_per_step: int = 8, threads: int = 1):
+                 evaluator=None, search: SearchConfig | None = None, threads: int = 1):
         if playouts < 0 or seconds < 0:
             raise ValueError(f"playouts and seconds must be >= 0, got {playouts}, {seconds}")
         self.path = path
         self.playouts = int(playouts)
         self.seconds = float(seconds)
         self.ev = evaluator if evaluator is not None else load_evaluator(path, threads)
-        self.config = SearchConfig(leaves_per_step=leaves_per_step)
+        self.config = search if search is not None else SearchConfig()
         self.name = name or (f"net:{os.path.basename(path)}:" + (f"{self.playouts}" if self.playouts else "policy"))
         self.search: GraphSearch | None = None
         self._analysis: dict = {}
@@ -68,11 +70,8 @@ class NetPlayer:
     def _policy_only(self, game: c4fast.Game) -> int:
         planes = game.planes()[None]
         logits, wdl = self.ev.evaluate(planes, game.state)
-        s = game.state[0]
         cols = game.sensible_moves()
-        scores = np.array([logits[0, int(s["top"][c]), c] for c in cols], np.float64)
-        p = np.exp(scores - scores.max())
-        p /= p.sum()
+        p = column_probabilities(logits[0], game.state[0], cols)
         self._analysis = {"wdl": tuple(float(x) for x in wdl[0]),
                           "policy": {int(c): float(x) for c, x in zip(cols, p)}}
         return int(cols[int(np.argmax(p))])

@@ -41,6 +41,8 @@ import h5py
 import numpy as np
 
 from c4fast import bitboard as bb
+from c4fast.evaluators import column_plane
+from c4fast.runtime import fsync_dir
 from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
 
 SCHEMA_VERSION = 1
@@ -72,6 +74,40 @@ class ShardError(ValueError):
     """A shard file is unreadable, truncated, or violates the schema (message names it)."""
 
 
+class ShardVersionError(ShardError):
+    """A shard of another schema or encoding version: written by other code, never skipped
+    silently (the trainer stops rather than train on misread data)."""
+
+
+class ShardValueError(ShardError):
+    """A shard whose values are out of range: non-finite, policies not summing to 1,
+    outcomes outside {0, 1, 2}, weights outside {0, 1}. Readers skip it by name."""
+
+
+def check_values(path: str, h: int, w: int, g: dict) -> None:
+    """Vectorised value checks of one size group (cheap enough for every read).
+
+    Raises :class:`ShardValueError` naming the file, the group and the first bad field.
+    """
+    where = f"shard {path!r} {size_group(h, w)}"
+    pol = np.asarray(g["policy"], np.float64)
+    if not np.isfinite(pol).all() or (pol < 0).any():
+        raise ShardValueError(f"{where}: policy holds NaN, infinite or negative values")
+    sums = pol.reshape(len(pol), -1).sum(axis=1)
+    if len(sums) and np.abs(sums - 1.0).max() > 1e-3:
+        raise ShardValueError(f"{where}: a policy target sums to {sums[np.abs(sums - 1).argmax()]:.4g}, not 1")
+    wdl = np.asarray(g["root_wdl"], np.float64)
+    if not np.isfinite(wdl).all() or (wdl < -1e-6).any() or (len(wdl) and np.abs(wdl.sum(axis=1) - 1).max() > 1e-3):
+        raise ShardValueError(f"{where}: root_wdl is not a finite win/draw/loss distribution")
+    if not np.isin(g["outcome"], (0, 1, 2)).all():
+        raise ShardValueError(f"{where}: outcome outside {{0, 1, 2}}")
+    if not np.isin(g["policy_weight"], (0.0, 1.0)).all():
+        raise ShardValueError(f"{where}: policy_weight outside {{0, 1}}")
+    ply = np.asarray(g["ply"])
+    if (ply < 0).any() or (ply >= h * w).any():
+        raise ShardValueError(f"{where}: ply outside 0..{h * w - 1}")
+
+
 def size_group(h: int, w: int) -> str:
     return f"h{h}w{w}"
 
@@ -89,14 +125,19 @@ class SampleBuffer:
 
 
 class ShardWriter:
-    """Collects finished games and writes them as shards (temp name, then rename)."""
+    """Collects finished games and writes them as shards (temp name, fsync, rename, fsync
+    of the directory). A shard is written when `samples_per_shard` samples are pending,
+    or when the oldest pending game is `max_seconds` old (so a slow run never holds much
+    in memory), and on :meth:`flush`."""
 
     def __init__(self, out_dir: str, prefix: str, attrs: dict | None = None,
-                 samples_per_shard: int = 20000):
+                 samples_per_shard: int = 20000, max_seconds: float = 0.0):
         self.out_dir = out_dir
         self.prefix = prefix
         self.attrs = dict(attrs or {})
         self.samples_per_shard = int(samples_per_shard)
+        self.max_seconds = float(max_seconds)
+        self.first_pending: float | None = None
         self.seq = 0
         self.buffers: dict = {}
         self.games: list = []
@@ -111,7 +152,11 @@ class ShardWriter:
                 buf.rows[k].append(s[k])
         self.games.append(game)
         self.pending_samples += len(samples)
-        if self.pending_samples >= self.samples_per_shard:
+        now = time.monotonic()
+        if self.first_pending is None:
+            self.first_pending = now
+        if self.pending_samples >= self.samples_per_shard or (
+                self.max_seconds > 0 and now - self.first_pending >= self.max_seconds):
             self.flush()
 
     def flush(self) -> str | None:
@@ -149,7 +194,14 @@ class ShardWriter:
                 else:
                     arr = np.asarray([gm[k] for gm in self.games], dtype=dt).reshape(len(self.games), *shape)
                 gg.create_dataset(k, data=arr, compression="lzf")
+        fd = os.open(tmp, os.O_RDONLY)  # h5py closed the file; make its bytes durable
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, final)
+        fsync_dir(self.out_dir)
+        self.first_pending = None
         self.seq += 1
         self.buffers = {}
         self.games = []
@@ -170,12 +222,12 @@ def read_shard(path: str) -> dict:
         version = f.attrs.get("schema_version")
         version = version.item() if hasattr(version, "item") else version
         if version != SCHEMA_VERSION:
-            raise ShardError(f"shard {path!r} has schema version {version!r}; this code reads "
+            raise ShardVersionError(f"shard {path!r} has schema version {version!r}; this code reads "
                              f"version {SCHEMA_VERSION}")
         enc = f.attrs.get("encoding_version")
         enc = enc.item() if hasattr(enc, "item") else enc
         if enc != ENCODING_VERSION:
-            raise ShardError(f"shard {path!r} has encoding version {enc!r}; c4fast uses {ENCODING_VERSION}")
+            raise ShardVersionError(f"shard {path!r} has encoding version {enc!r}; c4fast uses {ENCODING_VERSION}")
         out: dict = {}
         try:
             for name, g in f["samples"].items():
@@ -184,6 +236,9 @@ def read_shard(path: str) -> dict:
             out["games"] = {k: f["games"][k][()] for k in GAME_FIELDS}
         except (KeyError, OSError, ValueError) as e:
             raise ShardError(f"shard {path!r} is corrupt or misses data: {e}") from None
+    for key, g in out.items():
+        if key != "games":
+            check_values(path, key[0], key[1], g)
     return out
 
 
@@ -233,11 +288,7 @@ def validate_shard(path: str, replay: bool = True) -> dict:
             raise ShardError(f"shard {path!r} {size_group(h, w)} holds a finished position")
         for i in range(n):
             pol = g["policy"][i]
-            legal = np.zeros((h, w), bool)
-            for c in range(w):
-                t = int(recs[i]["top"][c])
-                if t < h:
-                    legal[t, c] = True
+            legal = column_plane((recs[i]["top"] < h)[:w], recs[i], h, w, bool)
             if abs(float(pol.sum()) - 1.0) > 1e-4 or pol[~legal].any() or (pol < 0).any():
                 raise ShardError(f"shard {path!r} {size_group(h, w)} sample {i}: policy is not a "
                                  f"distribution over legal cells")

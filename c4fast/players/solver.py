@@ -36,7 +36,7 @@ Both run entirely in Numba ``njit`` code; Python only converts the root position
 
 Command line (the solver benchmark; one JSON line per file)::
 
-    python -m selfplay.solver --file /work/shared/data/pons-connect4/Test_L3_R1 [--limit N]
+    python -m c4fast.players.solver --file data/pons-connect4/Test_L3_R1 [--limit N]
 """
 
 from __future__ import annotations
@@ -1072,6 +1072,10 @@ def best_moves(game: Game) -> list[int]:
 
 
 # ============================================================================ benchmark
+#: Pons's 6x7 benchmark files shipped with the repository (see its README for provenance).
+PONS_DIR = Path(__file__).resolve().parents[2] / "data" / "pons-connect4"
+
+
 class PonsFileError(ValueError):
     """A missing or malformed Pons benchmark file."""
 
@@ -1157,7 +1161,7 @@ def _warm_up(solver: Solver) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m selfplay.solver",
+        prog="python -m c4fast.players.solver",
         description=(
             "Solve Pascal Pons's Connect Four benchmark files exactly and check the scores. "
             "Prints one JSON line per file: positions, correct, positions_per_s, mean_nodes."

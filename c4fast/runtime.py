@@ -1,0 +1,197 @@
+"""Process plumbing shared by every layer: atomic files, signals, logging.
+
+Standard library only (no numpy, numba or torch), so any process can import it first.
+
+- :func:`atomic_write` / :func:`atomic_write_bytes` / :func:`atomic_write_json`: write to a
+  temporary file in the target directory, fsync it, rename it over the final name, then
+  fsync the directory. A reader sees the old file or the new one, never a partial one;
+  a crash leaves at most a ``NAME.*.tmp`` file (:func:`remove_stale_temps` clears them).
+- :func:`fsync_dir`: make a rename (or a file created with another writer) durable.
+- :func:`raise_on_interrupt`: SIGINT, SIGTERM and SIGHUP raise ``KeyboardInterrupt``, so
+  every long command stops through one clean path.
+- :func:`setup_logging`: one logger per process, to stderr and optionally a file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from typing import Any, Callable, IO
+
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
+           "remove_stale_temps", "raise_on_interrupt", "setup_logging", "LOG_FORMAT"]
+
+LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
+
+
+def _current_umask() -> int:
+    """The process umask, read without changing it (``/proc``), or 0o022 where unreadable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """fsync a directory so that renames and new entries in it survive a power loss."""
+    try:
+        fd = os.open(os.fspath(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call ``write(fileobj)`` on a binary temp file next to `path`, fsync, rename, fsync dir.
+
+    The temp file is removed if `write` raises; the directory is created if missing.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_current_umask())  # mkstemp makes 0600
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(directory)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Atomically replace `path` with `data`."""
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
+    """Atomically replace `path` with ``json.dumps(obj)`` (UTF-8, trailing newline)."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=indent) + "\n").encode())
+
+
+def remove_stale_temps(directory: str | os.PathLike, prefix: str = "") -> list[str]:
+    """Delete ``*.tmp`` files left in `directory` by killed writers; returns their names.
+
+    Only call this where no other live process writes temp files into `directory`.
+    """
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if name.endswith(".tmp") and name.startswith(prefix):
+            try:
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def raise_on_interrupt() -> None:
+    """Make SIGINT (Ctrl-C), SIGTERM and SIGHUP raise ``KeyboardInterrupt`` in this process.
+
+    Works even when the process was started with SIGINT ignored (a background job of a
+    non-interactive shell). Call it in the main thread of every long-running command.
+    """
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def setup_logging(log_file: str | os.PathLike | None = None, level: int = logging.INFO,
+                  stream: IO[str] | None = None) -> logging.Logger:
+    """Configure the root logger of this process: stderr (or `stream`) and `log_file`.
+
+    Idempotent: calling it again replaces the handlers it installed. Machine-readable
+    output (JSON summaries) stays on stdout; diagnostics go through ``logging``.
+    """
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_c4fast", False):
+            root.removeHandler(h)
+            h.close()
+    fmt = logging.Formatter(LOG_FORMAT, "%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler(stream or sys.stderr)]
+    if log_file is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    for h in handlers:
+        h._c4fast = True  # type: ignore[attr-defined]
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    root.setLevel(level)
+    return root
+
+
+def die_with_parent(sig: int = signal.SIGTERM, expected_parent: int | None = None) -> None:
+    """Ask the kernel to send `sig` to this process when its parent exits (Linux
+    ``PR_SET_PDEATHSIG``); elsewhere a no-op. If the parent is already gone (it is no longer
+    `expected_parent`), the signal is sent at once, closing the race with the parent's death.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os.kill(os.getpid(), sig)
+
+
+class LockedError(RuntimeError):
+    """Another live process holds the directory lock."""
+
+
+class DirLock:
+    """An exclusive lock on a directory (``DIR/.c4fast.lock``, ``flock``), held until
+    :meth:`release` or process exit. A lock left by a dead process is free again (the
+    kernel drops ``flock`` locks with their holder), so no stale-lock cleanup is needed.
+    The file names the holder's pid and command for the error message.
+    """
+
+    def __init__(self, directory: str | os.PathLike, what: str):
+        import fcntl
+
+        self.path = os.path.join(os.fspath(directory), ".c4fast.lock")
+        os.makedirs(os.fspath(directory), exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 4096, 0).decode(errors="replace").strip() or "another process"
+            os.close(self.fd)
+            raise LockedError(f"{os.fspath(directory)!r} is in use by {holder}; stop it first "
+                              f"(two {what}s on one directory would overwrite each other)") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"pid {os.getpid()} ({what}: {' '.join(sys.argv)[:200]})\n".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,56 @@
+"""`python -m selfplay.bench`: every c4fast benchmark from one place.
+
+Each benchmark prints JSON lines whose ``"bench"`` key names the measurement. The
+implementations live in the layer they measure (``c4fast.bench`` for rules, search,
+bots and the solver; ``nets.bench`` for the net, the server and the trainer); this
+command lists them and runs any of them in a fresh process, so one benchmark's thread
+pools or allocator state never colour the next.
+
+    python -m selfplay.bench --list
+    python -m selfplay.bench rules search        # several in a row
+    python -m selfplay.bench all                 # everything (minutes)
+
+Self-play end to end is measured by ``python -m selfplay.run`` itself: its final JSON
+summary (samples/s, evals/s, playouts/s, batch fill) is the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+#: name -> (command, what it reports)
+BENCHMARKS: dict[str, tuple[list[str], str]] = {
+    "rules": (["-m", "c4fast.bench", "rules"], "random / sensible moves/s, perft nodes/s, first-call time"),
+    "search": (["-m", "c4fast.bench", "search"], "batched MCTS playouts/s (1 and 8 leaves), MCGS playouts/s"),
+    "bots": (["-m", "c4fast.bench", "bots"], "choose() calls/s of each baseline bot, greedy vs random games/s"),
+    "solver": (["-m", "c4fast.bench", "solver"], "exact 6x7 solver positions/s on Pons's files"),
+    "nets": (["-m", "nets.bench"], "net evals/s by preset/size/batch, numpy path, server vs direct call"),
+    "train": (["-m", "nets.train", "--bench"], "trainer samples/s on synthetic data"),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m selfplay.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help=f"benchmarks to run: {', '.join(BENCHMARKS)} or all")
+    ap.add_argument("--list", action="store_true", help="list the benchmarks and what they report")
+    args = ap.parse_args(argv)
+    if args.list or not args.names:
+        for name, (cmd, what) in BENCHMARKS.items():
+            print(f"{name:8s} python {' '.join(cmd):32s} {what}")
+        return 0
+    names = list(BENCHMARKS) if args.names == ["all"] else args.names
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHMARKS)} or all")
+    worst = 0
+    for name in names:
+        rc = subprocess.run([sys.executable, *BENCHMARKS[name][0]]).returncode
+        worst = max(worst, rc)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())

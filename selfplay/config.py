@@ -1,0 +1,130 @@
+"""Configs of self-play: what a game does around each search, and a whole run.
+
+:class:`SelfPlayConfig` (katac4's defaults): temperatures are functions of the game
+phase ``x = ply / cells`` (cells = playable cells of the board, so x runs from 0 to 1
+over a full game). :class:`RunConfig`: everything ``python -m selfplay.run`` does; its
+flags are derived from it (:mod:`c4fast.cli`), and ``selfplay.loop`` hands it to the
+child as a JSON file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import field
+
+import numpy as np
+
+from c4fast.cli import flatten, opt
+from c4fast.config import SearchConfig
+from c4fast.game import SAIBLO_SIZES, parse_sizes  # noqa: F401  (re-exported)
+
+@dataclasses.dataclass(frozen=True)
+class SelfPlayConfig:
+    """Settings of self-play games (the search itself is c4fast.config.SearchConfig).
+
+    ====================== ======= ====================================================
+    field                  default meaning
+    ====================== ======= ====================================================
+    root_temp_start        1.35    root policy temperature max(floor, start * base^x)
+    root_temp_base         0.66
+    root_temp_floor        1.03
+    move_temp_base         0.8     move sampling temperature base^(1 + decay * x)
+    move_temp_decay        1.0
+    opening_max            4       the first k ~ U{0..opening_max} moves are sampled from
+                                   the raw policy (one evaluation, no sample recorded)
+    forbidden_cell         True    random forbidden cell (False: none, e.g. standard 6x7)
+    games_per_size         0       games a worker plays on one size before rotating
+                                   (0: as many as it plays at once)
+    ====================== ======= ====================================================
+    """
+
+    root_temp_start: float = field(default=1.35, metadata=opt("root policy temperature at ply 0"))
+    root_temp_base: float = field(default=0.66, metadata=opt("root temperature decay base"))
+    root_temp_floor: float = field(default=1.03, metadata=opt("root temperature floor"))
+    move_temp_base: float = field(default=0.8, metadata=opt("move sampling temperature base"))
+    move_temp_decay: float = field(default=1.0, metadata=opt("move temperature decay with the phase"))
+    opening_max: int = field(default=4, metadata=opt("up to this many opening moves from the raw policy"))
+    forbidden_cell: bool = field(default=True, metadata=opt("a random forbidden cell on every board "
+                                                           "(--no-forbidden: standard boards)",
+                                                           aliases=("--no-forbidden",)))
+    games_per_size: int = field(default=0, metadata=opt("games per board size before rotating (0: auto)"))
+
+    def __post_init__(self):
+        for f in ("root_temp_start", "root_temp_base", "root_temp_floor", "move_temp_base"):
+            v = getattr(self, f)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"SelfPlayConfig.{f} must be > 0, got {v!r}")
+        if self.move_temp_decay < 0:
+            raise ValueError(f"SelfPlayConfig.move_temp_decay must be >= 0, got {self.move_temp_decay}")
+        if self.opening_max < 0 or self.games_per_size < 0:
+            raise ValueError("SelfPlayConfig.opening_max and games_per_size must be >= 0")
+
+    def root_temperature(self, ply: int, cells: int) -> float:
+        x = ply / max(cells, 1)
+        return max(self.root_temp_floor, self.root_temp_start * self.root_temp_base**x)
+
+    def move_temperature(self, ply: int, cells: int) -> float:
+        x = ply / max(cells, 1)
+        return self.move_temp_base ** (1.0 + self.move_temp_decay * x)
+
+    def draw_setup(self, rng: np.random.Generator, height: int, width: int):
+        """A forbidden cell (row, col) uniform on the board, or None."""
+        if not self.forbidden_cell:
+            return None
+        return int(rng.integers(height)), int(rng.integers(width))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One ``selfplay.run``: processes, model, stop conditions, output, and the nested
+    search and self-play settings. 0 means "automatic" for workers and games per worker
+    (CPU: 2 workers x 32 games; GPUs: usable cores - GPUs workers x 256 games)."""
+
+    gpus: int = field(default=0, metadata=opt("GPUs to use, one server each (0: a CPU server)"))
+    workers: int = field(default=0, metadata=opt("worker processes (0: automatic)"))
+    games_per_worker: int = field(default=0, metadata=opt("games each worker plays at once (0: automatic)"))
+    model: str | None = field(default=None, metadata=opt(
+        "checkpoint file, or a directory followed for newer checkpoints (None: a fresh --preset net)"))
+    preset: str = field(default="cpu_small", metadata=opt("network preset of a fresh net"))
+    out: str = field(default="data/selfplay", metadata=opt("directory for the shards"))
+    max_games: int = field(default=0, metadata=opt("stop after this many games (0: no limit)"))
+    max_samples: int = field(default=0, metadata=opt("stop after this many samples (0: no limit)"))
+    time: float = field(default=0.0, metadata=opt("stop after this many seconds (0: no limit)"))
+    seed: int = field(default=0, metadata=opt("seed of the games and of a fresh net"))
+    sizes: str = field(default="saiblo", metadata=opt("board sizes: 'saiblo' or a list like 6x7,9x9"))
+    samples_per_shard: int = field(default=20000, metadata=opt("samples per shard file"))
+    shard_seconds: float = field(default=600.0, metadata=opt(
+        "also write a shard when its oldest game is this many seconds old (0: only by size)"))
+    max_restarts: int = field(default=8, metadata=opt(
+        "restarts of one worker before the run gives up with an error (back-off 1..30 s)"))
+    threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
+    reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
+    status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
+    status_file: str | None = field(default=None, metadata=opt(
+        "also write each status as JSON to this file (atomically; the loop reads it)"))
+    search: SearchConfig = field(default=SearchConfig(), metadata=flatten("search settings"))
+    selfplay: SelfPlayConfig = field(default=SelfPlayConfig(), metadata=flatten("self-play game settings"))
+
+    def __post_init__(self):
+        for name in ("gpus", "workers", "games_per_worker", "max_games", "max_samples", "threads",
+                     "max_restarts"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= 0, got {v!r}")
+        if self.samples_per_shard < 1:
+            raise ValueError(f"--samples-per-shard must be >= 1, got {self.samples_per_shard}")
+        for name, low_ok in (("time", True), ("status_every", False), ("reload_interval", False),
+                             ("shard_seconds", True)):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0 or (v == 0 and not low_ok):
+                raise ValueError(f"--{name.replace('_', '-')} must be a finite number "
+                                 f"{'>= 0' if low_ok else '> 0'}, got {v!r}")
+        parse_sizes(self.sizes)
+
+    @property
+    def size_list(self) -> tuple[tuple[int, int], ...]:
+        return parse_sizes(self.sizes)

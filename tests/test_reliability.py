@@ -1,0 +1,258 @@
+"""Crash and signal tests with real processes: nothing orphaned, leaked, lost or duplicated.
+
+Every test waits for conditions (a shard, a status file, a process gone), never for a
+fixed time, so it passes on a slow or loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nets.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nets.config import get_preset
+from nets.model import build_model
+from nets.shards import ShardValueError, ShardWriter, list_shards, read_shard, validate_shard
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "16", "--fast-playouts", "4",
+         "--leaves", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
+
+
+def wait_for(cond, timeout=300.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def shm_entries() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-"))}
+
+
+def start_run(tmp_path, *extra):
+    status = tmp_path / "status.json"
+    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "d"), *SMALL,
+           "--status-file", str(status), *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    return proc, status
+
+
+def pids_of(status: Path) -> list[int]:
+    st = json.loads(status.read_text())
+    return st["worker_pids"] + st["server_pids"]
+
+
+def game_ids(out: Path) -> list[int]:
+    ids = []
+    for p in list_shards([out]):
+        ids.extend(int(x) for x in read_shard(p)["games"]["game_id"])
+    return ids
+
+
+def samples_on_disk(out: Path) -> int:
+    return sum(validate_shard(p)["samples"] for p in list_shards([out]))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_the_group_is_a_clean_stop(tmp_path, sig):
+    """SIGTERM (timeout, systemd), SIGHUP (a closed terminal) and SIGINT to the whole
+    process group: every finished game reaches disk, nothing leaks."""
+    before = shm_entries()
+    proc, status = start_run(tmp_path)
+    wait_for(lambda: list_shards([tmp_path / "d"]) and status.exists(), what="a first shard")
+    pids = pids_of(status)
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["samples"] == samples_on_disk(tmp_path / "d")  # no finished game lost
+    ids = game_ids(tmp_path / "d")
+    assert len(ids) == len(set(ids)) == summary["games"]
+    wait_for(lambda: not any(alive(p) for p in pids), 60, "the children to exit")
+    assert shm_entries() <= before
+    assert not [n for n in os.listdir(tmp_path / "d") if n.endswith(".tmp")]
+
+
+def test_kill9_of_the_run_leaves_no_orphan_and_no_shared_memory(tmp_path):
+    before = shm_entries()
+    proc, status = start_run(tmp_path)
+    wait_for(lambda: list_shards([tmp_path / "d"]) and status.exists(), what="a first shard")
+    pids = pids_of(status)
+    proc.kill()
+    proc.communicate(timeout=60)
+    wait_for(lambda: not any(alive(p) for p in pids), 120, "server and workers to die with their parent")
+    wait_for(lambda: shm_entries() <= before, 60, "the shared memory to be released")
+    for p in list_shards([tmp_path / "d"]):
+        validate_shard(p)
+    # the directory is free again, and a resumed run adds games without duplicating any
+    n_before = len(game_ids(tmp_path / "d"))
+    proc2, _ = start_run(tmp_path, "--max-games", "4")
+    out, err = proc2.communicate(timeout=300)
+    assert proc2.returncode == 0, err
+    ids = game_ids(tmp_path / "d")
+    assert len(ids) >= n_before + 4 and len(ids) == len(set(ids))
+
+
+def test_kill9_of_the_server_ends_the_run_with_an_error(tmp_path):
+    before = shm_entries()
+    proc, status = start_run(tmp_path)
+    wait_for(lambda: status.exists(), what="the first status")
+    st = json.loads(status.read_text())
+    os.kill(st["server_pids"][0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert "server" in summary["error"]
+    wait_for(lambda: not any(alive(p) for p in st["worker_pids"]), 60, "workers to exit")
+    wait_for(lambda: shm_entries() <= before, 60, "the shared memory to be released")
+    for p in list_shards([tmp_path / "d"]):
+        validate_shard(p)
+
+
+def test_a_worker_that_keeps_failing_ends_the_run(tmp_path):
+    """The shard directory disappears under the run (a lost disk): workers fail on every
+    write; restarts are bounded and the run exits 1 with the reason."""
+    proc, status = start_run(tmp_path, "--max-restarts", "2", "--samples-per-shard", "1")
+    wait_for(lambda: list_shards([tmp_path / "d"]), what="a first shard")
+    import shutil
+
+    shutil.rmtree(tmp_path / "d")
+    (tmp_path / "d").write_text("not a directory any more")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert "giving up" in summary["error"] and summary["worker_restarts"] == 4  # 2 workers x 2
+
+
+def test_a_second_run_on_the_same_directory_is_refused(tmp_path):
+    proc, status = start_run(tmp_path)
+    try:
+        wait_for(lambda: status.exists(), what="the first run to start")
+        other = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "d"), *SMALL],
+                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert other.returncode == 2 and "in use by pid" in other.stderr
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=300)
+
+
+def test_kill9_of_the_loop_takes_its_children_and_the_same_command_resumes(tmp_path):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "selfplay.loop", "--preset", "dummy", "--dir", str(run), "--sizes", "6x7",
+           "--minutes", "30"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    status = run / "logs" / "selfplay_status.json"
+    wait_for(lambda: list((run / "train" / "models").glob("model_*.pt")) and status.exists(),
+             what="a first checkpoint")
+    children = pids_of(status)
+    with open(run / "logs" / "loop.log") as f:
+        started = [int(line.split("(pid ")[1].split(")")[0]) for line in f if "started " in line]
+    proc.kill()
+    proc.communicate(timeout=60)
+    wait_for(lambda: not any(alive(p) for p in started + children), 180, "the loop's children to stop")
+    again = subprocess.run([*cmd[:-2], "--minutes", "30", "--max-evaluations", "1"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert summary["evaluated"] >= 1
+    ids = game_ids(run / "data")
+    assert len(ids) == len(set(ids))
+
+
+def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
+    import c4fast
+
+    rec = c4fast.Game.from_moves(6, 7, None, [3, 3]).state[0]
+    g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
+
+    def write(name, policy_value, outcome=0):
+        pol = np.zeros((6, 7), np.float32)
+        pol[0, 2] = policy_value
+        w = ShardWriter(str(tmp_path), name, samples_per_shard=100)
+        w.add_game({"game_id": 1, "height": 6, "width": 7, "forbidden": (-1, -1), "moves": g.moves,
+                    "num_moves": len(g.moves), "result": 1, "model_version": 0},
+                   [{"stones": rec["stones"], "forbidden": rec["forbidden"], "last": rec["last"], "ply": 2,
+                     "policy": pol, "policy_weight": 1.0, "outcome": outcome,
+                     "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 1, "model_version": 0}])
+        return w.flush()
+
+    nan = write("nan", np.nan)
+    with pytest.raises(ShardValueError, match="nan_00000.h5.*NaN"):
+        validate_shard(nan)
+    with pytest.raises(ShardValueError):
+        read_shard(nan)
+    bad_outcome = write("outcome", 1.0, outcome=7)
+    with pytest.raises(ShardValueError, match="outcome"):
+        read_shard(bad_outcome)
+    good = write("good", 1.0)
+    from nets.replay import ReplayWindow
+
+    warnings = []
+    window = ReplayWindow()
+    window.warn = warnings.append
+    window.update(list_shards([tmp_path]))
+    assert window.total_samples == 1  # only the good shard
+    assert any("nan_00000.h5" in w for w in warnings) and any("outcome_00000.h5" in w for w in warnings)
+    assert good
+
+
+def test_the_trainer_never_saves_a_non_finite_net(tmp_path):
+    from nets.train import NonFiniteLossError, TrainConfig, Trainer
+
+    tr = Trainer(TrainConfig(preset="tiny"), str(tmp_path))
+    with torch.no_grad():
+        next(tr.model.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError, match="non-finite"):
+        tr.save()
+    assert not (tmp_path / "train_state.pt").exists() and not list(tmp_path.glob("models/*.pt"))
+
+
+def test_a_nan_checkpoint_is_refused_at_load(tmp_path):
+    model = build_model(get_preset("tiny"))
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    path = tmp_path / "model_00000001.pt"
+    save_checkpoint(path, model, get_preset("tiny"), 1)
+    with pytest.raises(CheckpointError, match="non-finite"):
+        load_checkpoint(path)
+    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "o"),
+                           "--model", str(path), "--preset", "tiny"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "non-finite" in proc.stderr
+
+
+def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
+    from c4fast.runtime import DirLock
+
+    lock = DirLock(tmp_path / "t", "nets.train")
+    proc = subprocess.run([sys.executable, "-m", "nets.train", "--follow", str(tmp_path / "f"), "--out",
+                           str(tmp_path / "t"), "--preset", "tiny", "--max-wait", "1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    lock.release()
+    assert proc.returncode == 1 and "in use by pid" in proc.stderr
