@@ -96,11 +96,12 @@ def _dest(path: tuple[str, ...]) -> str:
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
                          path: tuple[str, ...] = (), group=None, base=None,
-                         aliases_ok: bool | None = None) -> None:
+                         aliases_ok: bool | None = None, skip: frozenset[str] = frozenset()) -> None:
     """Add one flag per field of `cls` (recursively) to `parser`; see the module docstring.
 
     `base`, if given, is the instance whose values the help shows as defaults. Alias
-    spellings are added only when the top-level `prefix` is empty.
+    spellings are added only when the top-level `prefix` is empty. `skip` names dotted
+    field paths (``"selfplay.out"``) that get no flag (a parent command sets them).
     """
     if aliases_ok is None:
         aliases_ok = prefix == ""
@@ -109,13 +110,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
     target = group or parser.add_argument_group(cls.__name__, (cls.__doc__ or "").strip().split("\n")[0])
     for f in dataclasses.fields(cls):
         meta = f.metadata
-        if meta.get("cli") is False:
+        if meta.get("cli") is False or ".".join(path + (f.name,)) in skip:
             continue
         tp = hints[f.name]
         value = getattr(base, f.name) if base is not None else None
         if dataclasses.is_dataclass(tp):
             sub_prefix = prefix if meta.get("flatten") else f"{prefix}{f.name.replace('_', '-')}."
-            add_config_arguments(parser, tp, sub_prefix, path + (f.name,), None, value, aliases_ok)
+            add_config_arguments(parser, tp, sub_prefix, path + (f.name,), None, value, aliases_ok, skip)
             continue
         name = "--" + prefix + f.name.replace("_", "-")
         help_text = meta.get("help", "")

@@ -23,7 +23,8 @@ import tempfile
 from typing import Any, Callable, IO
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
-           "remove_stale_temps", "raise_on_interrupt", "setup_logging", "LOG_FORMAT"]
+           "remove_stale_temps", "raise_on_interrupt", "setup_logging", "start_resource_tracker",
+           "die_with_parent", "DirLock", "LockedError", "LOG_FORMAT"]
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
 
@@ -121,6 +122,19 @@ def raise_on_interrupt() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, immune to SIGHUP (it already ignores
+    SIGINT and SIGTERM), so that a hang-up sent to the whole process group cannot kill it
+    before it unlinks the shared memory and semaphores of crashed processes."""
+    from multiprocessing import resource_tracker
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # SIG_IGN survives fork + exec
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, old)
 
 
 def setup_logging(log_file: str | os.PathLike | None = None, level: int = logging.INFO,

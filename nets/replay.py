@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
+import logging
 import os
-import sys
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class ReplayWindow:
 
     def __init__(self, config: WindowConfig = WindowConfig(), warn=None):
         self.config = config
-        self.warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr, flush=True))
+        self.warn = warn or logging.getLogger("nets.replay").warning
         self.shard_cache: dict[str, dict] = {}  # path -> per-size arrays (loaded once)
         self.bad: set[str] = set()
         self.dropped: dict[str, int] = {}  # path -> samples of shards older than the window

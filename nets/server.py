@@ -19,6 +19,7 @@ win/draw/loss probabilities back into the slots.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import threading
@@ -30,6 +31,8 @@ import torch
 
 from nets import _atomics
 from nets import shm_queue as q
+
+log = logging.getLogger("nets.server")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +197,10 @@ class InferenceServer:
         try:
             self._load()
         except Exception as e:  # noqa: BLE001 - a bad new checkpoint must not kill the server
-            print(f"[server] could not load {path}: {e}; keeping version {self.version}",
-                  file=sys.stderr, flush=True)
+            log.warning("could not load %s: %s; keeping version %s", path, e, self.version)
             self.source, self.source_mtime = path, mtime
             return False
-        print(f"[server] loaded {path} (version {self.version})", file=sys.stderr, flush=True)
+        log.info("loaded %s (version %s)", path, self.version)
         return True
 
     def forward(self, x_u8: torch.Tensor):
@@ -318,14 +320,20 @@ class InferenceServer:
 
 
 def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0) -> None:
-    """Process entry point (multiprocessing target); dies with its parent (SIGTERM)."""
+    """Process entry point (multiprocessing target).
+
+    The parent decides when the server stops (``request_shutdown``, after its workers
+    have written their games): SIGINT, SIGTERM and SIGHUP sent to the whole process group
+    are ignored here. If the parent dies, the server is killed (it holds nothing to save).
+    """
     import signal
 
     from c4fast.runtime import die_with_parent
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     if parent_pid:
-        die_with_parent(signal.SIGTERM, parent_pid)
+        die_with_parent(signal.SIGKILL, parent_pid)
     server = InferenceServer(handles, cfg)
     server.serve_forever()
 

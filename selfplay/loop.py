@@ -71,10 +71,11 @@ class EvalConfig:
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     """One loop: run time, seed and sizes (shared by both children), the self-play run,
-    the trainer and the evaluation. ``selfplay.model/out/time/seed/sizes`` and
-    ``train.out/follow/resume/seed`` are set by the loop itself."""
+    the trainer and the evaluation. The fields in :data:`LOOP_MANAGED` are set by the
+    loop itself (from ``net``, ``seed``, ``sizes`` and the run directory)."""
 
     preset: str = field(default="cpu", metadata=opt(cli=False))
+    net: str = field(default="cpu_small", metadata=opt("network preset (self-play and trainer)"))
     minutes: float = field(default=60.0, metadata=opt("total run time in minutes"))
     max_evaluations: int = field(default=0, metadata=opt("stop after this many evaluated checkpoints (0: no limit)"))
     seed: int = field(default=0, metadata=opt("seed of self-play, the trainer and the arena"))
@@ -97,7 +98,7 @@ def _preset(name: str, net: str, gpus: int, workers: int, games: int, full: int,
             checkpoint_every: int, evaluation: EvalConfig, samples_per_shard: int,
             reload_interval: float = 5.0) -> LoopConfig:
     return LoopConfig(
-        preset=name,
+        preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
                            threads=server_threads, samples_per_shard=samples_per_shard,
                            reload_interval=reload_interval, status_every=30.0,
@@ -109,15 +110,32 @@ def _preset(name: str, net: str, gpus: int, workers: int, games: int, full: int,
         eval=evaluation)
 
 
+def _standard(cfg: LoopConfig) -> LoopConfig:
+    """`cfg` on standard connect four: 6x7 boards without a forbidden cell."""
+    sp = dataclasses.replace(cfg.selfplay, selfplay=dataclasses.replace(cfg.selfplay.selfplay, forbidden_cell=False))
+    return dataclasses.replace(cfg, sizes="6x7", selfplay=sp)
+
+
+#: cpu: Saiblo boards on 2 cores; standard: 6x7 without a forbidden cell (Pons's yardstick);
+#: gpu: one GPU with the b3c128nbt net; dummy: seconds-long runs for tests.
 PRESETS = {
     "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
                    EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000),
     "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
                    EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
+    "standard": _standard(_preset("standard", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 64, 6.0, 25_000, 200,
+                                  EvalConfig(every_min=10.0, pairs=8, playouts=100,
+                                             anchors=("random", "greedy", "alphabeta:0.05")), 2000)),
     "dummy": _preset("dummy", "tiny", 0, 1, 4, 16, 4, 0.5, 1, 1, 4, 1.0, 1000, 5,
                      EvalConfig(every_min=0.02, pairs=1, playouts=8, anchors=("random",)), 100,
                      reload_interval=1.0),
 }
+
+
+#: fields of the children's configs that the loop sets (no flags for them)
+LOOP_MANAGED = frozenset({"selfplay.model", "selfplay.out", "selfplay.time", "selfplay.seed", "selfplay.sizes",
+                          "selfplay.preset", "selfplay.status_file", "train.out", "train.follow", "train.resume",
+                          "train.status_file", "train.train.seed", "train.train.preset"})
 
 
 class LoopError(RuntimeError):
@@ -176,11 +194,12 @@ class Loop:
     def _child_configs(self, remaining_s: float) -> tuple[RunConfig, TrainRunConfig]:
         c = self.cfg
         sp = dataclasses.replace(c.selfplay, model=self.models, out=self.data, seed=c.seed, sizes=c.sizes,
+                                 preset=c.net,
                                  time=float(int(remaining_s) + 1),
                                  status_file=os.path.join(self.logs, "selfplay_status.json"))
         tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True,
                                  status_file=os.path.join(self.logs, "train_status.json"),
-                                 train=dataclasses.replace(c.train.train, seed=c.seed))
+                                 train=dataclasses.replace(c.train.train, seed=c.seed, preset=c.net))
         return sp, tr
 
     def _start_children(self, remaining_s: float) -> None:
@@ -372,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
                     help="loop preset for a new run (default cpu; a resumed run keeps its own)")
     ap.add_argument("--dir", default="runs/loop", help="run directory (default runs/loop)")
-    add_config_arguments(ap, LoopConfig, base=PRESETS["cpu"])
+    add_config_arguments(ap, LoopConfig, base=PRESETS["cpu"], skip=LOOP_MANAGED)
     return ap
 
 

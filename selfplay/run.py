@@ -25,7 +25,7 @@ import numpy as np
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, raise_on_interrupt, remove_stale_temps,
-                            setup_logging)
+                            setup_logging, start_resource_tracker)
 from selfplay.config import RunConfig
 
 log = logging.getLogger("selfplay.run")
@@ -110,6 +110,7 @@ def run(cfg: RunConfig) -> dict:
     from selfplay.worker import WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
+    start_resource_tracker()
     os.makedirs(cfg.out, exist_ok=True)
     lock = DirLock(cfg.out, "selfplay.run")  # one run per shard directory (LockedError otherwise)
     remove_stale_temps(cfg.out)  # under the lock, leftovers of a killed writer are never shards
@@ -270,8 +271,12 @@ def run(cfg: RunConfig) -> dict:
         lock.release()
     elapsed = time.monotonic() - t0
     tot = totals()
-    all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
-                        if f.startswith(prefix) and f.endswith(".h5"))
+    try:
+        all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
+                            if f.startswith(prefix) and f.endswith(".h5"))
+    except OSError as e:  # the directory went away under the run
+        all_shards = []
+        failure = failure or f"--out {cfg.out!r} is gone: {e.strerror}"
     summary = {
         "games": tot["games"], "samples": tot["samples"], "moves": tot["moves"],
         "seconds": round(elapsed, 2),

@@ -125,6 +125,24 @@ _T0 = time.perf_counter()
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("NUMBA_CPU_NAME", "generic")  # kernels in the bundle were compiled generic
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def _writable(d):
+    probe = os.path.join(d, "c4fast", "__pycache__", ".w%d" % os.getpid())
+    try:
+        open(probe, "w").close()
+        os.remove(probe)
+        return True
+    except OSError:
+        return False
+
+
+if not _writable(HERE):  # Numba would ignore a read-only cache: run from a writable copy
+    import shutil, tempfile
+    dst = os.path.join(tempfile.mkdtemp(prefix="c4fast_bundle_"), "b")
+    shutil.copytree(HERE, dst)  # copy2 keeps the mtimes the shipped Numba cache is keyed on
+    print("bundle directory is read-only: running from a copy at " + dst, file=sys.stderr, flush=True)
+    HERE = dst  # left in the temp dir (the platform discards its container after the game)
 sys.path.insert(0, HERE)
 from selfplay import saiblo
 saiblo._T0 = _T0

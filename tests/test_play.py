@@ -193,3 +193,27 @@ def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):
     game = _referee(p, 10, 9, (0, 8), True, np.random.default_rng(3))
     assert p.wait(120) == 0, p.stderr.read().decode()
     assert game.result is not None
+    # unpacked read-only (a read-only bind mount: even root cannot write there), the shipped
+    # Numba cache is still used: nothing is compiled, every kernel is loaded from the cache
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(dest), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a read-only bind mount here (needs root)")
+    try:
+        assert subprocess.run(["touch", str(ro / "probe")], capture_output=True).returncode != 0
+        p = subprocess.Popen([sys.executable, "main.py"], cwd=ro, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        game = _referee(p, 9, 9, (4, 4), True, np.random.default_rng(4))
+        assert p.wait(120) == 0
+        err = p.stderr.read().decode(errors="replace")
+        assert game.result is not None
+        copy = Path(err.split("running from a copy at ")[1].split()[0])
+
+        def cache_files(root):
+            return {str(f.relative_to(root)): (f.stat().st_size, int(f.stat().st_mtime))
+                    for f in root.rglob("__pycache__/*") if f.suffix in (".nbi", ".nbc")}
+
+        # Numba recompiling anything would add or rewrite index/data files in the copy
+        assert cache_files(copy) == cache_files(dest) and cache_files(dest), err[-2000:]
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
