@@ -192,9 +192,9 @@ function renderAnalysisPanel() {
   $("analysis-engine").textContent = a.engine;
   if (a.wdl) {
     const [w, d, l] = a.wdl;
-    $("wdl").innerHTML = `<div class="w" style="flex:${w}">${w > .08 ? "win " + pct(w) : ""}</div>` +
-      `<div class="d" style="flex:${d}">${d > .08 ? "draw " + pct(d) : ""}</div>` +
-      `<div class="l" style="flex:${l}">${l > .08 ? "loss " + pct(l) : ""}</div>`;
+    const seg = (cls, name, x) => `<div class="${cls}" style="flex:${x}" title="${name} ${pct(x)}">` +
+      `${x > .2 ? name + " " + pct(x) : x > .09 ? pct(x) : ""}</div>`;
+    $("wdl").innerHTML = seg("w", "win", w) + seg("d", "draw", d) + seg("l", "loss", l);
   } else {
     $("wdl").innerHTML = "";
   }
