@@ -1,6 +1,7 @@
 """The web board's JSON API against a real server (`python -m selfplay.web` on loopback)
 with real engines, plus its notations. Browser tests: test_web_browser.py."""
 
+import contextlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from selfplay.web.engines import policy_spec  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NET = "net:models/c4fast_cpu.npz"
 MAX_GAMES = 12
-ENGINE_SECONDS = 4.0  # the test server's cap on one engine request
+SLOW_CAP_S = 2.0  # the engine cap of the server in the time-cap test
 
 
 # ------------------------------------------------------------------------- the server
@@ -76,15 +77,13 @@ class Server:
             time.sleep(0.05)
 
 
-@pytest.fixture(scope="session")
-def web_server(tmp_path_factory):
-    log_path = tmp_path_factory.mktemp("web") / "server.log"
+@contextlib.contextmanager
+def running_server(log_path: Path, *args: str):
+    """`python -m selfplay.web --port 0 ARGS` until the block ends; yields a Server."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "selfplay.web", "--port", "0", "--workers", "2", "--seed", "7",
-             "--engine", "greedy", "--engine-seconds", str(ENGINE_SECONDS), "--max-games", str(MAX_GAMES)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "selfplay.web", "--port", "0", *args],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = None
     try:
         while url is None:
@@ -103,6 +102,15 @@ def web_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def web_server(tmp_path_factory):
+    """The server most tests share: generous caps (a loaded machine never hits them)."""
+    log_path = tmp_path_factory.mktemp("web") / "server.log"
+    with running_server(log_path, "--workers", "2", "--seed", "7", "--engine", "greedy",
+                        "--max-games", str(MAX_GAMES), "--engine-seconds", "120") as server:
+        yield server
 
 
 def replayed(state: dict) -> c4fast.Game:
@@ -321,27 +329,29 @@ def test_games_are_kept_in_memory_with_a_bound(web_server):
     assert st == 404 and "evicted" in err["error"]
 
 
-def test_a_slow_engine_is_capped_and_does_not_block_other_requests(web_server):
-    web_server.wait_idle()
-    fast = web_server.new(height=9, width=9, forbidden=[0, 0], engine="greedy")
-    # a 60-second alpha-beta engine: far past the test server's cap
-    slow = web_server.new(height=9, width=9, forbidden=[0, 0], engine="alphabeta:60")
-    result = {}
-    t = threading.Thread(target=lambda: result.update(
-        r=web_server.post("/api/move", {"game": slow["game"], "col": 4})))
-    t.start()
-    while web_server.ok("/api/health")["busy"] == 0:  # the server answers while it searches
-        time.sleep(0.02)
-    st, err = web_server.post("/api/move", {"game": slow["game"], "col": 5})
-    assert st == 409 and "still working" in err["error"]
-    moved = web_server.ok("/api/move", {"game": fast["game"], "col": 4})  # the other process
-    assert len(moved["moves"]) == 2
-    t.join()
-    st, err = result["r"]
-    assert st == 504 and f"longer than {ENGINE_SECONDS:g} s" in err["error"]
-    assert web_server.ok(f"/api/game/{slow['game']}") == slow  # unchanged
-    h = web_server.wait_idle()  # the stopped process was replaced
-    assert h["restarts"] >= 1
+def test_a_slow_engine_is_capped_and_does_not_block_other_requests(tmp_path):
+    with running_server(tmp_path / "server.log", "--workers", "2", "--engine-seconds", str(SLOW_CAP_S)) as srv:
+        fast = srv.new(height=9, width=9, forbidden=[0, 0], engine="greedy")
+        # a 60-second alpha-beta engine: far past this server's cap
+        slow = srv.new(height=9, width=9, forbidden=[0, 0], engine="alphabeta:60")
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=srv.post("/api/move", {"game": slow["game"], "col": 4})))
+        t.start()
+        while srv.ok("/api/health")["busy"] == 0:  # the server answers while the engine searches
+            time.sleep(0.02)
+        st, err = srv.post("/api/move", {"game": slow["game"], "col": 5})
+        assert st == 409 and "still working" in err["error"]
+        moved = srv.ok("/api/move", {"game": fast["game"], "col": 4})  # served by the other process
+        assert len(moved["moves"]) == 2
+        t.join()
+        st, err = result["r"]
+        assert st == 504 and f"longer than {SLOW_CAP_S:g} s" in err["error"]
+        assert srv.ok(f"/api/game/{slow['game']}") == slow  # unchanged
+        h = srv.wait_idle()  # the stopped process was replaced
+        assert h["restarts"] == 1
+        again = srv.ok("/api/move", {"game": fast["game"], "col": 4})
+        assert len(again["moves"]) == 4
 
 
 # ---------------------------------------------------------------------------- analysis

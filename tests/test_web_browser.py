@@ -66,7 +66,11 @@ class Page:
             self.el("analysis-toggle").click()
 
     def until(self, cond):
-        return self.wait.until(lambda _: cond())
+        try:
+            return self.wait.until(lambda _: cond())
+        except Exception:
+            self.d.save_screenshot("/tmp/fail.png")
+            raise AssertionError(f"timed out; page error: {self.error()!r}, status: {self.el('status').text!r}")
 
     def body(self, attr: str):
         return self.d.find_element(self.By.TAG_NAME, "body").get_attribute(attr)

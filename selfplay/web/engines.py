@@ -20,6 +20,7 @@ import itertools
 import logging
 import math
 import multiprocessing as mp
+import os
 import time
 from collections import OrderedDict
 
@@ -29,6 +30,7 @@ from selfplay.web.games import BadRequest
 
 log = logging.getLogger("selfplay.web")
 
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MAX_PLAYERS = 6  # players kept per worker (each may hold a network or search tables)
 
 
@@ -278,6 +280,11 @@ class EnginePool:
 
     async def start(self) -> None:
         """Start the workers (they join the idle queue once warmed up)."""
+        # one BLAS thread per worker: the numpy net's small matrix products are 5-10x
+        # slower with OpenBLAS's spinning threads on a busy machine (spawned children
+        # inherit the environment; the server itself does no BLAS work)
+        for var in BLAS_THREAD_VARS:
+            os.environ.setdefault(var, "1")
         self._idle = asyncio.Queue()
         for _ in range(self.size):
             self._spawn()
