@@ -108,8 +108,9 @@ def running_server(log_path: Path, *args: str):
 def web_server(tmp_path_factory):
     """The server most tests share: generous caps (a loaded machine never hits them)."""
     log_path = tmp_path_factory.mktemp("web") / "server.log"
+    full = ["--analysis-seconds", "60"] if os.environ.get("C4FAST_WEB_SCREENSHOT") else []  # no partial
     with running_server(log_path, "--workers", "2", "--seed", "7", "--engine", "greedy",
-                        "--max-games", str(MAX_GAMES), "--engine-seconds", "120") as server:
+                        "--max-games", str(MAX_GAMES), "--engine-seconds", "120", *full) as server:
         yield server
 
 

@@ -183,7 +183,8 @@ def analyse(engines: Engines, spec: str, game: c4fast.Game, pv_plies: int, soft_
     elif a.get("wdl") is not None:
         values: list = [None] * width
         mover = game.to_move
-        for c in legal:
+        rank = out["visits"] or out["policy"] or [0] * width  # the likeliest columns first
+        for c in sorted(legal, key=lambda c: -(rank[c] or 0)):
             if over():
                 break
             child = game.copy()
@@ -317,6 +318,9 @@ class EnginePool:
     async def call(self, req: dict, seconds: float, wait_seconds: float) -> dict:
         """Run `req` on an idle worker: its reply, or BadRequest (the worker's 4xx; 503 if
         none is free within `wait_seconds`; 504 past `seconds`, the worker replaced)."""
+        if not self._workers:
+            raise BadRequest(503, f"no {self.name} process is running (they failed to start; "
+                                  f"see the server log)")
         try:
             w = await asyncio.wait_for(self._idle.get(), wait_seconds)
         except asyncio.TimeoutError:
