@@ -104,14 +104,27 @@ def running_server(log_path: Path, *args: str):
             proc.wait()
 
 
+_SHARED: dict = {"server": None, "stack": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def web_server(tmp_path_factory):
-    """The server most tests share: generous caps (a loaded machine never hits them)."""
-    log_path = tmp_path_factory.mktemp("web") / "server.log"
-    full = ["--analysis-seconds", "60"] if os.environ.get("C4FAST_WEB_SCREENSHOT") else []  # no partial
-    with running_server(log_path, "--workers", "2", "--seed", "7", "--engine", "greedy",
-                        "--max-games", str(MAX_GAMES), "--engine-seconds", "120", *full) as server:
-        yield server
+    """The server most tests share (test_web_browser.py too): generous caps, so a loaded
+    machine never hits them."""
+    if _SHARED["server"] is None:
+        log_path = tmp_path_factory.mktemp("web") / "server.log"
+        full = ["--analysis-seconds", "60"] if os.environ.get("C4FAST_WEB_SCREENSHOT") else []  # no partial
+        stack = contextlib.ExitStack()
+        _SHARED["server"] = stack.enter_context(running_server(
+            log_path, "--workers", "2", "--seed", "7", "--engine", "greedy",
+            "--max-games", str(MAX_GAMES), "--engine-seconds", "120", *full))
+        _SHARED["stack"] = stack
+    _SHARED["users"] += 1
+    yield _SHARED["server"]
+    _SHARED["users"] -= 1
+    if _SHARED["users"] == 0:
+        _SHARED["stack"].close()
+        _SHARED["server"] = None
 
 
 def replayed(state: dict) -> c4fast.Game:

@@ -316,8 +316,7 @@ def create_app(config: WebConfig | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app):
-        await board.engines.start()
-        await board.solver.start()
+        await board.engines.start()  # the solver's process starts on the first 6x7 analysis
         log.info("engines: %d processes, default engine %s", config.workers, board.default_engine)
         try:
             yield

@@ -280,7 +280,8 @@ class EnginePool:
         return self._idle.qsize() if self._idle is not None else 0
 
     async def start(self) -> None:
-        """Start the workers (they join the idle queue once warmed up)."""
+        """Start the workers (they join the idle queue once warmed up); the first
+        :meth:`call` starts them if this was not called."""
         # one BLAS thread per worker: the numpy net's small matrix products are 5-10x
         # slower with OpenBLAS's spinning threads on a busy machine (spawned children
         # inherit the environment; the server itself does no BLAS work)
@@ -318,6 +319,8 @@ class EnginePool:
     async def call(self, req: dict, seconds: float, wait_seconds: float) -> dict:
         """Run `req` on an idle worker: its reply, or BadRequest (the worker's 4xx; 503 if
         none is free within `wait_seconds`; 504 past `seconds`, the worker replaced)."""
+        if self._idle is None:
+            await self.start()
         if not self._workers:
             raise BadRequest(503, f"no {self.name} process is running (they failed to start; "
                                   f"see the server log)")
