@@ -272,10 +272,9 @@ async def analyse(request: Request) -> JSONResponse:
                              for col in range(game.width)]
     else:
         out["solver_note"] = "exact verdicts on 6x7 and smaller boards only"
-    if not (len(results) > 1 and out["solver"] is None):  # retry a solver time-out next time
-        while len(wg.analyses) >= ANALYSES_KEPT:
-            wg.analyses.pop(next(iter(wg.analyses)))
-        wg.analyses[key] = out
+    while len(wg.analyses) >= ANALYSES_KEPT:
+        wg.analyses.pop(next(iter(wg.analyses)))
+    wg.analyses[key] = out
     return JSONResponse(out)
 
 
