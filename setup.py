@@ -7,6 +7,8 @@ extensions = [
     Extension("nets._atomics", ["nets/_atomics.pyx"], extra_compile_args=["-O3"]),
 ]
 
+WEB = ["starlette>=0.37", "uvicorn>=0.27"]  # python -m selfplay.web
+
 setup(
     name="c4fast",
     version="0.1.0",
@@ -22,10 +24,13 @@ setup(
         "tensorboard>=2.10",
         "torch>=2.2",  # constraints.txt pins the CPU build for the dev/CI machine
     ],
+    package_data={"selfplay.web": ["static/*.html", "static/*.js", "static/*.css"]},
     extras_require={
         "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "web": WEB,
+        # the browser tests also need Debian's chromium and chromium-driver (.ci/run installs them)
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
-                 "nbformat>=5.7", "ipykernel>=6"],
+                 "nbformat>=5.7", "ipykernel>=6", *WEB, "selenium>=4.11"],
     },
     zip_safe=False,
 )
