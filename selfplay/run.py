@@ -11,10 +11,13 @@ Exit codes: 0 done, 1 failure while running (e.g. the server died), 2 bad argume
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing as mp
 import os
 import queue
+import re
+import socket
 import sys
 import time
 
@@ -54,7 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reload-interval", type=float, default=5.0,
                     help="seconds between checks for a newer checkpoint in --model DIR (5)")
     ap.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines (5)")
+    ap.add_argument("--node-tag", default=None,
+                    help="names this machine in shard names, seeds and game ids (letters, digits, '-'; "
+                         "default: from the host name)")
+    ap.add_argument("--incarnation", type=int, default=None,
+                    help="names this run on the node, ditto (default: random, so a rerun never "
+                         "replays the games of an earlier one)")
     return ap
+
+
+NODE_TAG_RE = re.compile(r"^[A-Za-z0-9-]{1,32}$")
+
+
+def default_node_tag() -> str:
+    """The host name reduced to letters, digits and '-' (at most 32 characters)."""
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()).strip("-")[:32] or "node"
 
 
 class UsageError(ValueError):
@@ -74,6 +91,14 @@ def validate(args) -> None:
         raise UsageError("--time must be >= 0, --status-every and --reload-interval > 0")
     if args.samples_per_shard < 1:
         raise UsageError("--samples-per-shard must be >= 1")
+    if args.node_tag is None:
+        args.node_tag = default_node_tag()
+    if not NODE_TAG_RE.match(args.node_tag):
+        raise UsageError(f"--node-tag {args.node_tag!r}: use 1..32 letters, digits or '-'")
+    if args.incarnation is None:
+        args.incarnation = int.from_bytes(os.urandom(4), "little")
+    if not 0 <= args.incarnation < 2**63:
+        raise UsageError(f"--incarnation must be in [0, 2**63), got {args.incarnation}")
     try:
         args.size_list = parse_sizes(args.sizes)
         args.search = SearchConfig(full_playouts=args.full_playouts, fast_playouts=args.fast_playouts,
@@ -155,17 +180,21 @@ def run(args) -> dict:
     stats_q = ctx.Queue()
     prefix = time.strftime("sp_%Y%m%d_%H%M%S")
     config_json = json.dumps({"search": args.search.to_dict(), "selfplay": args.policy.to_dict(),
-                              "preset": args.preset, "model": args.model, "seed": args.seed})
+                              "preset": args.preset, "model": args.model, "seed": args.seed,
+                              "node_tag": args.node_tag, "incarnation": args.incarnation})
     specs = []
     for w in range(workers):
         s = w % n_servers
         specs.append(WorkerSpec(index=w, slot=per_server[s].index(w), out_dir=args.out,
                                 sizes=args.size_list, games_per_worker=games, search=args.search,
                                 policy=args.policy, seed=args.seed, run_prefix=prefix,
-                                samples_per_shard=args.samples_per_shard, config_json=config_json))
+                                samples_per_shard=args.samples_per_shard, config_json=config_json,
+                                node_tag=args.node_tag, incarnation=args.incarnation))
+    restart_of = [0] * workers  # a restarted worker gets fresh seeds and game ids
 
     def spawn(w):
-        p = ctx.Process(target=worker_main, args=(specs[w], queues[w % n_servers].handles, stop, stats_q),
+        spec = dataclasses.replace(specs[w], restart=restart_of[w])
+        p = ctx.Process(target=worker_main, args=(spec, queues[w % n_servers].handles, stop, stats_q),
                         name=f"c4fast-worker-{w}", daemon=False)
         p.start()
         return p
@@ -227,6 +256,7 @@ def run(args) -> dict:
                 if stop.is_set() or failure:
                     continue
                 restarts += 1
+                restart_of[w] += 1
                 print(f"[selfplay] worker {w} (pid {p.pid}) died with code {p.exitcode}; "
                       f"its finished shards are kept, restarting it", file=sys.stderr, flush=True)
                 for k, v in worker_stats[w].items():
@@ -279,6 +309,7 @@ def run(args) -> dict:
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if args.gpus == 0 else f"{args.gpus} GPU(s)",
         "shards": all_shards, "worker_restarts": restarts,
+        "node_tag": args.node_tag, "incarnation": args.incarnation,
     }
     if failure or errors:
         summary["error"] = failure or errors[0]

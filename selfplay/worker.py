@@ -9,6 +9,7 @@ size's quota is reached, then the worker rotates to the next board size.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import time
@@ -50,8 +51,9 @@ class SelfPlayEngine:
     """Plays games of one board size with any evaluator (see c4fast.evaluators)."""
 
     def __init__(self, evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
-                 width: int, num_games: int, seed: int, model_version=lambda: 0):
+                 width: int, num_games: int, seed: int, model_version=lambda: 0, next_game_id=None):
         self.ev = evaluator
+        self.next_game_id = next_game_id  # callable -> int64 id; None: random 62-bit ids
         self.search = search
         self.policy = policy
         self.height, self.width = height, width
@@ -73,6 +75,8 @@ class SelfPlayEngine:
         s = self.slots[g]
         s.game = c4fast.Game(self.height, self.width, forb)
         s.game_id = int(self.rng.integers(1, 2**62))
+        if self.next_game_id is not None:
+            s.game_id = int(self.next_game_id())
         s.opening = int(self.rng.integers(0, self.policy.opening_max + 1))
         s.samples = []
         self.mcts.set_position(g, s.game.state)
@@ -192,6 +196,33 @@ class WorkerSpec:
     run_prefix: str
     samples_per_shard: int
     config_json: str
+    node_tag: str = "node"  # names the machine (shard names, seeds, game ids)
+    incarnation: int = 0  # names this selfplay.run invocation on the node
+    restart: int = 0  # times selfplay.run restarted this worker index
+
+
+def node_hash(tag: str) -> int:
+    """32-bit hash (sha256) of a node tag: one word of the worker seed."""
+    return int.from_bytes(hashlib.sha256(tag.encode()).digest()[:4], "little")
+
+
+GAME_SERIAL_BITS = 24  # low bits of a game id: serial number within one stream
+
+
+def game_id_stream(spec: WorkerSpec):
+    """Game ids of one worker incarnation: ``stream << 24 | serial``, all in [1, 2**63).
+
+    ``stream`` is a 39-bit hash (sha256, never 0) of (seed, node tag, incarnation,
+    worker, restart, serial >> 24), so ids are exactly unique within a stream and two
+    streams collide with probability ~2**-39 per pair.
+    """
+    serial = 0
+    while True:
+        epoch, low = divmod(serial, 1 << GAME_SERIAL_BITS)
+        key = f"{spec.seed}/{spec.node_tag}/{spec.incarnation}/{spec.index}/{spec.restart}/{epoch}"
+        stream = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") % ((1 << 39) - 1) + 1
+        yield (stream << GAME_SERIAL_BITS) | low
+        serial += 1
 
 
 def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
@@ -201,10 +232,12 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     client = InferenceClient(handles, spec.slot)
-    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}",
+    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}_{spec.node_tag}"
+                                       f"_i{spec.incarnation}_r{spec.restart}",
                          attrs={"worker": spec.index, "config": spec.config_json},
                          samples_per_shard=spec.samples_per_shard)
-    rng = np.random.default_rng([spec.seed, spec.index])
+    rng = np.random.default_rng([spec.seed, node_hash(spec.node_tag), spec.incarnation, spec.index, spec.restart])
+    ids = game_id_stream(spec)
     sizes = list(spec.sizes)
     k = spec.index % len(sizes)
     last_report = time.monotonic()
@@ -223,7 +256,8 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
             h, w = sizes[k % len(sizes)]
             k += 1
             engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
-                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version)
+                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version,
+                                    next_game_id=ids.__next__)
             quota = spec.policy.games_per_size or spec.games_per_worker
             engine.play(quota, writer.add_game, should_stop=stop_event.is_set, on_step=report)
             for key in totals.__dict__:
