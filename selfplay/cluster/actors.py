@@ -68,6 +68,7 @@ class _Supervisor:
         self.state_path = os.path.join(home, "actor.json")
         self.state = self._load_state()
         self.state["actor_starts"] += 1
+        self.state["pid"] = os.getpid()
         self._save_state()
         self.stopping = False
         self.last_start = 0.0

@@ -137,6 +137,7 @@ def _run(args) -> int:
         if stopping["since"] is None:
             stopping["since"] = time.monotonic()
 
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # Ray workers block SIGINT; children inherit masks
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the SIGINT we send to the group
     signal.signal(signal.SIGTERM, on_term)
     pgid = os.getpgid(0)
