@@ -178,7 +178,8 @@ def faulty_run(tmp_path_factory):
                             stderr=subprocess.PIPE, text=True)
     try:
         # 1. a self-play actor killed mid-shard: once node n0 has delivered a shard
-        wait_for(lambda: any(shard_node(p)[0] == "n0" for p in list_shards([run / "data"])), 150,
+        wait_for(lambda: (run / "data").is_dir() and
+                 any(shard_node(p)[0] == "n0" for p in list_shards([run / "data"])), 180,
                  "a shard from n0 in DIR/data")
         state = json.loads((run / "nodes" / "n0" / "actor.json").read_text())
         os.kill(state["pid"], signal.SIGKILL)
@@ -187,9 +188,13 @@ def faulty_run(tmp_path_factory):
         (run / "faults" / "trainer_exit_after_store").write_text("")
         stdout, stderr = proc.communicate(timeout=400)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # a failed wait: stop the run cleanly, so that the cluster goes too
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
     return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": stderr, "shm_before": shm_before}
 
 
