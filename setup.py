@@ -24,8 +24,9 @@ setup(
     ],
     extras_require={
         "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "cluster": ["ray>=2.9"],  # selfplay.cluster only; c4fast and nets never import ray
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
-                 "nbformat>=5.7", "ipykernel>=6"],
+                 "nbformat>=5.7", "ipykernel>=6", "ray>=2.9"],
     },
     zip_safe=False,
 )
