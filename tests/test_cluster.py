@@ -183,7 +183,12 @@ def faulty_run(tmp_path_factory):
                  "a shard from n0 in DIR/data")
         state = json.loads((run / "nodes" / "n0" / "actor.json").read_text())
         os.kill(state["pid"], signal.SIGKILL)
-        # 2. the trainer crashes between storing the next shard and acknowledging it
+        # 2. a self-play worker process killed on node n1 (selfplay.run restarts it)
+        victim = wait_for(lambda: [pid for pid in (int(re.search(r"_p(\d+)_", os.path.basename(p)).group(1))
+                                                   for p in list_shards([run / "data"]) if shard_node(p)[0] == "n1")
+                                   if os.path.exists(f"/proc/{pid}")], 120, "a live self-play worker on n1")[0]
+        os.kill(victim, signal.SIGKILL)
+        # 3. the trainer crashes between storing the next shard and acknowledging it
         (run / "faults").mkdir()
         (run / "faults" / "trainer_exit_after_store").write_text("")
         stdout, stderr = proc.communicate(timeout=400)
@@ -230,13 +235,17 @@ def test_local_cluster_survives_a_killed_selfplay_actor_and_a_trainer_crash(faul
         games_in_shards[shard_node(p)] = games_in_shards.get(shard_node(p), 0) + len(ids)
     assert len(set(game_ids)) == len(game_ids)
 
-    # at most unfinished games were lost: every game a self-play run counted is in a shard
-    for tag in ("n0", "n1"):
-        for log in sorted((run / "nodes" / tag / "logs").glob("selfplay_i*.log")):
-            inc = int(log.stem.split("_i")[1])
-            last = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
-            assert last, f"{log} has no summary: the run was not stopped cleanly"
-            assert json.loads(last[-1])["games"] == games_in_shards.get((tag, inc), 0), log
+    # the killed worker was restarted with a new identity (fresh seed, new game ids)
+    assert summary["restarts"]["selfplay_workers"] >= 1, summary
+    assert any("_r1_" in os.path.basename(p) for p in shards if shard_node(p)[0] == "n1")
+
+    # a killed actor loses at most unfinished games: every game its self-play run counted
+    # is in a shard (a SIGKILLed worker, on n1, also loses the games of its shard in progress)
+    for log in sorted((run / "nodes" / "n0" / "logs").glob("selfplay_i*.log")):
+        inc = int(log.stem.split("_i")[1])
+        last = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
+        assert last, f"{log} has no summary: the run was not stopped cleanly"
+        assert json.loads(last[-1])["games"] == games_in_shards.get(("n0", inc), 0), log
 
     # the trainer stopped cleanly when its actor died and resumed exactly where it stopped
     logs = sorted((run / "trainer" / "logs").glob("train_i*.log"), key=lambda p: int(p.stem.split("_i")[1]))

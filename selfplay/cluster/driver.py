@@ -274,6 +274,15 @@ class ClusterRun:
         sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(cfg)
         tags = discover_nodes(cfg)
         head = ray.get_runtime_context().get_node_id()
+        gpus = {n["NodeID"]: n["Resources"].get("GPU", 0) for n in ray.nodes() if n.get("Alive")}
+        tag_gpus = {m.group(1): gpus[n["NodeID"]] for n in ray.nodes() if n.get("Alive")
+                    for m in map(NODE_RESOURCE_RE.match, n["Resources"]) if m}
+        if trainer_gpus > gpus.get(head, 0):
+            raise ClusterError(f"the trainer wants {trainer_gpus} GPU(s), the head node has {gpus.get(head, 0)} "
+                               "(--trainer-gpus)")
+        short = [t for t in tags if tag_gpus[t] < node_gpus]
+        if short:
+            raise ClusterError(f"node(s) {short} have fewer than {node_gpus} GPU(s) (--gpus-per-node)")
         self.trainer = TrainerActor.options(
             max_restarts=cfg.max_restarts, num_gpus=trainer_gpus,
             scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False),
@@ -370,7 +379,7 @@ class ClusterRun:
             try:
                 ray.get(ref)
                 self.node_model[tag] = name
-                log.info("node %s now has %s", tag, name)
+                log.debug("node %s now has %s", tag, name)
             except RayError as e:
                 log.warning("sending %s to %s failed (%s); retrying", name, tag, _short(e))
                 self.node_model[tag] = None
