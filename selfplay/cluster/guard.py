@@ -8,10 +8,11 @@ behind), writes FILE (JSON: pid, pgid and start time of the guard), starts CMD i
 process group with stdout and stderr appended to the log, and then watches:
 
 * CMD exits: the guard kills what CMD left in the group, records ``exit`` in FILE, ends.
-* SIGTERM to the guard, or the watched process (the actor) is gone: SIGINT to the
-  group, which is how `selfplay.run` and `nets.train` stop cleanly (finished games are
-  written, the training state is saved, shared memory is unlinked); after `--grace`
-  seconds, SIGKILL to the group.
+* SIGTERM to the guard, or the watched process (the actor) is gone: SIGINT to CMD
+  (not to the group: a server still starting up would die of it), which is how
+  `selfplay.run` and `nets.train` stop cleanly (finished games are written, the
+  training state is saved, shared memory is unlinked); after `--grace` seconds,
+  SIGKILL to the group.
 
 `process_alive`, `group_members` and `stop_guard` are the helpers actors use to find
 and stop a guard left by an earlier incarnation of themselves.
@@ -138,7 +139,7 @@ def _run(args) -> int:
             stopping["since"] = time.monotonic()
 
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # Ray workers block SIGINT; children inherit masks
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the SIGINT we send to the group
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the command's group
     signal.signal(signal.SIGTERM, on_term)
     pgid = os.getpgid(0)
     info = {"pid": os.getpid(), "pgid": pgid, "start": start_time(os.getpid()), "cmd": args.cmd}
@@ -160,7 +161,10 @@ def _run(args) -> int:
         if stopping["since"] is None and not process_alive(args.watch, watch_start):
             stopping["since"] = time.monotonic()
         if stopping["since"] is not None and not sent_int:
-            _signal_group(pgid, signal.SIGINT, but=os.getpid())
+            try:
+                proc.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
             sent_int = True
         if sent_int and not killed and time.monotonic() - stopping["since"] > args.grace:
             _signal_group(pgid, signal.SIGKILL, but=os.getpid())
