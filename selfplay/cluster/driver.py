@@ -30,7 +30,9 @@ throw-away Ray cluster on this machine (loopback only, usage stats off, small ob
 store) with ``--selfplay-nodes`` raylets, each node's disk emulated by DIR/nodes/TAG.
 
 Ctrl-C stops cleanly; the same command resumes until ``--minutes`` of run time in
-total. Prints a JSON summary. Exit codes: 0 done, 1 failure, 2 bad arguments.
+total. Prints a JSON summary: shards, samples, steps and latest checkpoint of DIR (all
+runs so far), and this run's uploads, restarts and shards left in spools. Exit codes:
+0 done, 1 failure, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -244,7 +246,7 @@ class ClusterRun:
         self.last_ok: dict = {}
         self.last_health = 0.0
         self.eval_thread: threading.Thread | None = None
-        self.eval_error: str | None = None
+        self.t_start: float | None = None  # monotonic start of this run's clock (None: stopped)
 
     # ------------------------------------------------------------ state
     def _load_state(self) -> dict:
@@ -471,8 +473,6 @@ class ClusterRun:
     # ------------------------------------------------------------ main
     def _run_time(self) -> float:
         return 0.0 if self.t_start is None else time.monotonic() - self.t_start
-
-    t_start: float | None = None
 
     def run(self) -> dict:
         budget = self.cfg.minutes * 60 - self.state["elapsed"]
