@@ -270,16 +270,28 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
     assert not processes_with_env(str(run)), "processes of the run are still alive"
     assert not leaked_shm(faulty_run["shm_before"])
     before = json.loads(faulty_run["stdout"].strip().splitlines()[-1])
+    trainer_logs = lambda: sorted((run / "trainer" / "logs").glob("train_i*.log"),  # noqa: E731
+                                  key=lambda p: int(p.stem.split("_i")[1]))
+    n_logs = len(trainer_logs())
+    seen = {shard_node(p) for p in list_shards([run / "data"])}
     shm_before = set(os.listdir("/dev/shm"))
-    proc = subprocess.run(cluster_cmd(run, 1.45), cwd=ROOT, env=run_env(), capture_output=True, text=True,
-                          timeout=400)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    after = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the same command resumes; Ctrl-C once the trainer resumed and a new incarnation delivered a shard
+    proc = subprocess.Popen(cluster_cmd(run, 10), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(trainer_logs()) > n_logs and "resumed at step" in trainer_logs()[-1].read_text(),
+                 180, "the trainer to resume")
+        wait_for(lambda: {shard_node(p) for p in list_shards([run / "data"])} - seen, 180,
+                 "a shard of a new self-play incarnation")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=400)
+    assert proc.returncode == 0, (stdout + stderr)[-4000:]
+    after = json.loads(stdout.strip().splitlines()[-1])
     print("resumed run summary:", json.dumps(after))
-    assert after["elapsed_s"] > before["elapsed_s"]
-    assert after["steps"] >= before["steps"] and after["shards"] >= before["shards"]
-    logs = sorted((run / "trainer" / "logs").glob("train_i*.log"), key=lambda p: int(p.stem.split("_i")[1]))
-    assert re.search(rf"resumed at step {before['steps']}\b", logs[-1].read_text())
+    assert re.search(rf"resumed at step {before['steps']}\b", trainer_logs()[n_logs].read_text())
+    assert after["elapsed_s"] > before["elapsed_s"] and after["steps"] >= before["steps"]
+    assert after["shards"] > before["shards"] and after["left_in_spools"] == {}
     ids = [i for p in list_shards([run / "data"]) for i in read_shard(p)["games"]["game_id"].tolist()]
     assert len(set(ids)) == len(ids)
     assert not processes_with_env(str(run))

@@ -236,6 +236,8 @@ class ClusterRun:
         self.last_list: dict = {}
         self.spooled: dict = {}  # tag -> shards in its spool at the last listing
         self.uploads = {"stored": 0, "duplicates": 0, "errors": 0}
+        self.pause_until = 0.0  # no new uploads before (the trainer was restarting)
+        self.down: set = set()  # actors seen unreachable and not yet back
         self.latest_ref = None
         self.latest: tuple | None = None
         self.last_model_check = 0.0
@@ -318,8 +320,12 @@ class ClusterRun:
                 res = ray.get(ref)
             except RayError as e:
                 self.uploads["errors"] += 1
-                log.warning("upload of %s from %s failed (%s); it stays in the spool and is retried",
-                            name, tag, _short(e))
+                if _actor_down(e):  # restarting: _health reports it once; wait a little
+                    self.pause_until = now + 2.0
+                    log.debug("upload of %s from %s: %s", name, tag, _short(e))
+                else:
+                    log.warning("upload of %s from %s failed (%s); it stays in the spool and is retried",
+                                name, tag, _short(e))
                 self.busy.discard((tag, name))
                 continue
             self.uploads["stored" if res["stored"] else "duplicates"] += 1
@@ -332,7 +338,8 @@ class ClusterRun:
                 ray.get(ref)
                 self.acked.add((tag, name))
             except RayError as e:
-                log.warning("ack of %s on %s failed (%s); the upload is repeated (a no-op)", name, tag, _short(e))
+                (log.debug if _actor_down(e) else log.warning)(
+                    "ack of %s on %s failed (%s); the upload is repeated (a no-op)", name, tag, _short(e))
             self.busy.discard((tag, name))
         for ref in _ready(self.listing):
             tag = self.listing.pop(ref)
@@ -347,7 +354,7 @@ class ClusterRun:
             if tag not in self.listing.values() and now - self.last_list[tag] >= LIST_EVERY_S:
                 self.listing[actor.ready.remote()] = tag
                 self.last_list[tag] = now
-        while len(self.inflight) < self.cfg.max_inflight and any(self.queue.values()):
+        while len(self.inflight) < self.cfg.max_inflight and any(self.queue.values()) and now >= self.pause_until:
             for tag in sorted(self.nodes, key=lambda t: sum(1 for v in self.inflight.values() if v[0] == t)):
                 if self.queue[tag]:
                     name = self.queue[tag].pop(0)
@@ -383,7 +390,8 @@ class ClusterRun:
                 self.node_model[tag] = name
                 log.debug("node %s now has %s", tag, name)
             except RayError as e:
-                log.warning("sending %s to %s failed (%s); retrying", name, tag, _short(e))
+                (log.debug if _actor_down(e) else log.warning)("sending %s to %s failed (%s); retrying",
+                                                               name, tag, _short(e))
                 self.node_model[tag] = None
         if self.latest:
             busy = {t for t, _ in self.installing.values()}
@@ -403,8 +411,13 @@ class ClusterRun:
             try:
                 self.statuses[tag] = ray.get(ref)
                 self.last_ok[tag] = now
+                if tag in self.down:
+                    log.warning("%s is back (incarnation %d)", tag, self.statuses[tag]["incarnation"])
+                    self.down.discard(tag)
             except RayError as e:
-                log.warning("%s is unreachable (%s); Ray restarts it", tag, _short(e))
+                if tag not in self.down:
+                    log.warning("%s is unreachable (%s); Ray restarts it", tag, _short(e))
+                self.down.add(tag)
                 if tag != "trainer":
                     self.node_model[tag] = None
         if now - self.last_health >= HEALTH_EVERY_S:
@@ -595,6 +608,14 @@ def _ready(refs: dict) -> list:
         return []
     done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
     return done
+
+
+def _actor_down(e: BaseException) -> bool:
+    """The error says an actor is dead or restarting (directly or as a task's cause)."""
+    from ray.exceptions import ActorUnavailableError, RayActorError
+
+    kinds = (RayActorError, ActorUnavailableError)
+    return isinstance(e, kinds) or isinstance(getattr(e, "cause", None), kinds)
 
 
 def _short(e: BaseException) -> str:
