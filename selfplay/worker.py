@@ -74,7 +74,7 @@ class SelfPlayEngine:
         forb = self.policy.draw_setup(self.rng, self.height, self.width)
         s = self.slots[g]
         s.game = c4fast.Game(self.height, self.width, forb)
-        s.game_id = int(self.rng.integers(1, 2**62))
+        s.game_id = int(self.rng.integers(1, 2**62))  # drawn either way: the same random stream
         if self.next_game_id is not None:
             s.game_id = int(self.next_game_id())
         s.opening = int(self.rng.integers(0, self.policy.opening_max + 1))
