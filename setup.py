@@ -28,9 +28,10 @@ setup(
     extras_require={
         "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
         "web": WEB,
-        # the browser tests also need Debian's chromium and chromium-driver (.ci/run installs them)
+        "cluster": ["ray>=2.9"],  # selfplay.cluster only; c4fast and nets never import ray
+        # the browser tests also need Debian's chromium and chromium-driver (tests/run.sh installs them)
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
-                 "nbformat>=5.7", "ipykernel>=6", *WEB, "selenium>=4.11"],
+                 "nbformat>=5.7", "ipykernel>=6", *WEB, "selenium>=4.11", "ray>=2.9"],
     },
     zip_safe=False,
 )

@@ -216,7 +216,13 @@ def config_from_dict(cls: type[T], data: dict, where: str = "config") -> T:
 
 
 def load_config(cls: type[T], path: str | os.PathLike) -> T:
-    """Read a JSON config file written by :func:`save_config` (or by hand)."""
+    """Read a JSON config file written by :func:`save_config` (or by hand); text that
+    starts with ``{`` is taken as the JSON itself (a config passed inline)."""
+    if isinstance(path, str) and path.lstrip().startswith("{"):
+        try:
+            return config_from_dict(cls, json.loads(path), "--config")
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--config is not valid JSON: {e}") from None
     try:
         with open(path) as f:
             data = json.load(f)

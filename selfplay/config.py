@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import socket
 from dataclasses import field
 
 import numpy as np
@@ -78,6 +80,14 @@ class SelfPlayConfig:
         return dataclasses.asdict(self)
 
 
+NODE_TAG_RE = re.compile(r"^[A-Za-z0-9-]{1,32}$")
+
+
+def default_node_tag() -> str:
+    """The host name reduced to letters, digits and '-' (at most 32 characters)."""
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()).strip("-")[:32] or "node"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One ``selfplay.run``: processes, model, stop conditions, output, and the nested
@@ -104,6 +114,10 @@ class RunConfig:
     threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
     reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
     status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
+    node_tag: str | None = field(default=None, metadata=opt(
+        "names this machine in shard names, seeds and game ids (letters, digits, '-'; None: the host name)"))
+    incarnation: int | None = field(default=None, metadata=opt(
+        "names this run on the node, ditto (None: random, so a rerun never replays an earlier run's games)"))
     status_file: str | None = field(default=None, metadata=opt(
         "also write each status as JSON to this file (atomically; the loop reads it)"))
     search: SearchConfig = field(default=SearchConfig(), metadata=flatten("search settings"))
@@ -124,6 +138,10 @@ class RunConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be a finite number "
                                  f"{'>= 0' if low_ok else '> 0'}, got {v!r}")
         parse_sizes(self.sizes)
+        if self.node_tag is not None and not NODE_TAG_RE.match(self.node_tag):
+            raise ValueError(f"--node-tag {self.node_tag!r}: use 1..32 letters, digits or '-'")
+        if self.incarnation is not None and not 0 <= self.incarnation < 2**63:
+            raise ValueError(f"--incarnation must be in [0, 2**63), got {self.incarnation}")
 
     @property
     def size_list(self) -> tuple[tuple[int, int], ...]:

@@ -26,7 +26,7 @@ import numpy as np
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, raise_on_interrupt, remove_stale_temps,
                             setup_logging, start_resource_tracker)
-from selfplay.config import RunConfig
+from selfplay.config import RunConfig, default_node_tag
 
 log = logging.getLogger("selfplay.run")
 
@@ -114,7 +114,9 @@ def run(cfg: RunConfig) -> dict:
     os.makedirs(cfg.out, exist_ok=True)
     lock = DirLock(cfg.out, "selfplay.run")  # one run per shard directory (LockedError otherwise)
     remove_stale_temps(cfg.out)  # under the lock, leftovers of a killed writer are never shards
-    run_id = int.from_bytes(os.urandom(8), "little") >> 1  # this invocation's identity (63 bits)
+    node_tag = cfg.node_tag or default_node_tag()
+    # this invocation's identity on the node: seeds, game ids and shard names derive from it
+    run_id = cfg.incarnation if cfg.incarnation is not None else int.from_bytes(os.urandom(4), "little")
     n_servers = max(1, cfg.gpus)
     workers = cfg.workers or (2 if cfg.gpus == 0 else max(1, len(os.sched_getaffinity(0)) - cfg.gpus))
     games = cfg.games_per_worker or (32 if cfg.gpus == 0 else 256)
@@ -132,7 +134,7 @@ def run(cfg: RunConfig) -> dict:
         servers.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
     stop = ctx.Event()
     stats_q = ctx.Queue()
-    prefix = time.strftime("sp_%Y%m%d_%H%M%S_") + f"{run_id & 0xFFFFFF:06x}"
+    prefix = time.strftime("sp_%Y%m%d_%H%M%S")
     config_json = json.dumps(config_to_dict(cfg))
     specs = []
     for w in range(workers):
@@ -141,7 +143,8 @@ def run(cfg: RunConfig) -> dict:
                                 sizes=cfg.size_list, games_per_worker=games, search=cfg.search,
                                 policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
                                 samples_per_shard=cfg.samples_per_shard, config_json=config_json,
-                                run_id=run_id, parent_pid=os.getpid(), shard_seconds=cfg.shard_seconds))
+                                node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
+                                shard_seconds=cfg.shard_seconds))
 
     def spawn(w):
         p = ctx.Process(target=worker_main, args=(specs[w], queues[w % n_servers].handles, stop, stats_q),
@@ -273,7 +276,7 @@ def run(cfg: RunConfig) -> dict:
     tot = totals()
     try:
         all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
-                            if f.startswith(prefix) and f.endswith(".h5"))
+                            if f.startswith(prefix) and f"_{node_tag}_i{run_id}_" in f and f.endswith(".h5"))
     except OSError as e:  # the directory went away under the run
         all_shards = []
         failure = failure or f"--out {cfg.out!r} is gone: {e.strerror}"
@@ -288,7 +291,7 @@ def run(cfg: RunConfig) -> dict:
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",
-        "shards": all_shards, "worker_restarts": restarts, "run_id": str(run_id),
+        "shards": all_shards, "worker_restarts": restarts, "node_tag": node_tag, "incarnation": run_id,
         "config": config_to_dict(cfg),
     }
     if failure or errors:

@@ -9,7 +9,9 @@ size's quota is reached, then the worker rotates to the next board size.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -52,8 +54,9 @@ class SelfPlayEngine:
     """Plays games of one board size with any evaluator (see c4fast.evaluators)."""
 
     def __init__(self, evaluator: Evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
-                 width: int, num_games: int, seed: int, model_version=lambda: 0):
+                 width: int, num_games: int, seed: int, model_version=lambda: 0, next_game_id=None):
         self.ev = evaluator
+        self.next_game_id = next_game_id  # callable -> int64 id; None: random 62-bit ids
         self.search = search
         self.policy = policy
         self.height, self.width = height, width
@@ -74,7 +77,9 @@ class SelfPlayEngine:
         forb = self.policy.draw_setup(self.rng, self.height, self.width)
         s = self.slots[g]
         s.game = c4fast.Game(self.height, self.width, forb)
-        s.game_id = int(self.rng.integers(1, 2**62))
+        s.game_id = int(self.rng.integers(1, 2**62))  # drawn either way: the same random stream
+        if self.next_game_id is not None:
+            s.game_id = int(self.next_game_id())
         s.opening = int(self.rng.integers(0, self.policy.opening_max + 1))
         s.samples = []
         self.mcts.set_position(g, s.game.state)
@@ -171,9 +176,10 @@ class SelfPlayEngine:
 class WorkerSpec:
     """What one worker process needs (picklable).
 
-    Identity: ``run_id`` (random per ``selfplay.run`` invocation), ``index`` (the worker)
-    and ``restart`` (how often this worker was restarted) together seed the games, so no
-    two incarnations anywhere replay the same games; all three are recorded in the shard.
+    Identity: ``node_tag`` (the machine), ``incarnation`` (the ``selfplay.run`` invocation
+    on it, random by default), ``index`` (the worker) and ``restart`` (how often it was
+    restarted) together seed the games and number them, so no two incarnations anywhere
+    replay the same games or reuse a game id; all are recorded in the shard.
     """
 
     index: int
@@ -187,13 +193,38 @@ class WorkerSpec:
     run_prefix: str
     samples_per_shard: int
     config_json: str
-    run_id: int = 0
+    node_tag: str = "node"
+    incarnation: int = 0
     restart: int = 0
     parent_pid: int = 0
     shard_seconds: float = 0.0
 
     def seed_sequence(self) -> list[int]:
-        return [self.seed, self.run_id, self.index, self.restart]
+        return [self.seed, node_hash(self.node_tag), self.incarnation, self.index, self.restart]
+
+
+def node_hash(tag: str) -> int:
+    """32-bit hash (sha256) of a node tag: one word of the worker seed."""
+    return int.from_bytes(hashlib.sha256(tag.encode()).digest()[:4], "little")
+
+
+GAME_SERIAL_BITS = 24  # low bits of a game id: serial number within one stream
+
+
+def game_id_stream(spec: WorkerSpec):
+    """Game ids of one worker incarnation: ``stream << 24 | serial``, all in [1, 2**63).
+
+    ``stream`` is a 39-bit hash (sha256, never 0) of (seed, node tag, incarnation,
+    worker, restart, serial >> 24), so ids are exactly unique within a stream and two
+    streams collide with probability ~2**-39 per pair.
+    """
+    serial = 0
+    while True:
+        epoch, low = divmod(serial, 1 << GAME_SERIAL_BITS)
+        key = f"{spec.seed}/{spec.node_tag}/{spec.incarnation}/{spec.index}/{spec.restart}/{epoch}"
+        stream = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") % ((1 << 39) - 1) + 1
+        yield (stream << GAME_SERIAL_BITS) | low
+        serial += 1
 
 
 def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
@@ -219,11 +250,15 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
         die_with_parent(signal.SIGTERM, spec.parent_pid)
     should_stop = lambda: bool(stopping) or stop_event.is_set()  # noqa: E731
     client = InferenceClient(handles, spec.slot)
-    writer = ShardWriter(spec.out_dir, f"{spec.run_prefix}_w{spec.index:02d}_r{spec.restart:02d}",
-                         attrs={"worker": spec.index, "restart": spec.restart, "run_id": str(spec.run_id),
+    name = (f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}_{spec.node_tag}"
+            f"_i{spec.incarnation}_r{spec.restart}")
+    writer = ShardWriter(spec.out_dir, name,
+                         attrs={"worker": spec.index, "restart": spec.restart, "node_tag": spec.node_tag,
+                                "incarnation": str(spec.incarnation),
                                 "seed_sequence": json.dumps(spec.seed_sequence()), "config": spec.config_json},
                          samples_per_shard=spec.samples_per_shard, max_seconds=spec.shard_seconds)
     rng = np.random.default_rng(spec.seed_sequence())
+    ids = game_id_stream(spec)
     sizes = list(spec.sizes)
     k = spec.index % len(sizes)
     last_report = time.monotonic()
@@ -243,7 +278,8 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
             h, w = sizes[k % len(sizes)]
             k += 1
             engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
-                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version)
+                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version,
+                                    next_game_id=ids.__next__)
             quota = spec.policy.games_per_size or spec.games_per_worker
             engine.play(quota, writer.add_game, should_stop=should_stop, on_step=report)
             for key in totals.__dict__:

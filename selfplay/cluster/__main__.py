@@ -1,0 +1,5 @@
+import sys
+
+from selfplay.cluster.driver import main
+
+sys.exit(main())

@@ -1,0 +1,316 @@
+"""selfplay.cluster: transfer and guard units, node identity, and a real local Ray cluster
+(dummy preset, two self-play nodes) with a self-play actor killed mid-shard and the
+trainer crashed between storing a shard and acknowledging it."""
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from selfplay.cluster.transfer import Blob, Spool, TransferError, install_model, remove_temporaries, \
+    sha256_bytes, store_blob
+from nets.shards import list_shards, read_shard, validate_shard
+from selfplay.worker import WorkerSpec, game_id_stream, node_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- helpers
+def wait_for(cond, timeout, what, poll=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def processes_with_env(marker: str) -> list[int]:
+    """Live processes whose environment carries C4FAST_CLUSTER_RUN=marker."""
+    needle = f"C4FAST_CLUSTER_RUN={marker}".encode() + b"\0"
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes() + b"\0"
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if needle in env and state != "Z":
+                out.append(int(pid))
+    return out
+
+
+def leaked_shm(before: set) -> list[str]:
+    """/dev/shm entries created since `before` that no live process maps or holds open."""
+    new = set(os.listdir("/dev/shm")) - before
+    if not new:
+        return []
+    in_use = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                if "/dev/shm/" in line:
+                    in_use.add(line.split("/dev/shm/")[1].split()[0])
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    in_use.add(target[len("/dev/shm/"):].split()[0])
+        except OSError:
+            continue
+    return sorted(n for n in new if n not in in_use and os.path.exists(f"/dev/shm/{n}"))
+
+
+# ---------------------------------------------------------------- units (no Ray)
+def test_store_is_idempotent_checksummed_and_atomic(tmp_path):
+    blob = Blob("a_00000.h5", sha256_bytes(b"shard"), b"shard")
+    assert store_blob(str(tmp_path), blob) is True
+    assert store_blob(str(tmp_path), blob) is False  # a retried upload is a no-op
+    assert (tmp_path / "a_00000.h5").read_bytes() == b"shard"
+    with pytest.raises(TransferError, match="sha256 mismatch"):
+        store_blob(str(tmp_path), Blob("b_00000.h5", blob.sha256, b"shard, damaged"))
+    assert not (tmp_path / "b_00000.h5").exists()
+    with pytest.raises(TransferError, match="exists"):
+        store_blob(str(tmp_path), Blob("a_00000.h5", sha256_bytes(b"other"), b"other"))
+    for bad in ("../x.h5", "x/y.h5", ".hidden.tmp", ""):
+        with pytest.raises(TransferError):
+            store_blob(str(tmp_path), Blob(bad, sha256_bytes(b""), b""))
+    (tmp_path / ".a_00001.h5.123.tmp").write_bytes(b"half")  # a receiver killed mid-write
+    assert list_shards([tmp_path]) == [str(tmp_path / "a_00000.h5")]
+    assert remove_temporaries(str(tmp_path)) == 1
+    assert sorted(os.listdir(tmp_path)) == ["a_00000.h5"]
+
+
+def test_spool_deletes_only_after_a_matching_ack(tmp_path):
+    spool = Spool(str(tmp_path / "spool"))
+    (tmp_path / "spool" / "s_00000.h5").write_bytes(b"one")
+    (tmp_path / "spool" / "s_00001.h5.tmp").write_bytes(b"being written")
+    assert spool.ready() == ["s_00000.h5"]
+    blob = spool.read("s_00000.h5")
+    assert blob.sha256 == hashlib.sha256(b"one").hexdigest()
+    with pytest.raises(TransferError):
+        spool.ack("s_00000.h5", sha256_bytes(b"two"))
+    assert spool.ready() == ["s_00000.h5"]
+    assert spool.ack("s_00000.h5", blob.sha256) is True
+    assert spool.ack("s_00000.h5", blob.sha256) is False  # a repeated ack
+    assert spool.ready() == []
+
+
+def test_install_model_keeps_the_newest_three(tmp_path):
+    for step in (5, 10, 15, 20):
+        data = f"net {step}".encode()
+        install_model(str(tmp_path), Blob(f"model_{step:08d}.pt", sha256_bytes(data), data))
+    assert sorted(os.listdir(tmp_path)) == ["model_00000010.pt", "model_00000015.pt", "model_00000020.pt"]
+    with pytest.raises(TransferError):
+        install_model(str(tmp_path), Blob("notes.txt", sha256_bytes(b""), b""))
+
+
+def test_guard_stops_its_command_cleanly_when_the_watched_process_dies(tmp_path):
+    from selfplay.cluster import guard
+
+    script = ("import signal, sys, time\n"
+              "def stop(*a):\n"
+              f"    open({str(tmp_path / 'stopped')!r}, 'w').write('clean')\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGINT, stop)\n"
+              "time.sleep(120)\n")
+    actor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    pidfile = str(tmp_path / "guard.json")
+    guard.launch([sys.executable, "-c", script], actor.pid, pidfile, str(tmp_path / "log"), grace=30,
+                 env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    info = guard.read_pidfile(pidfile)
+    assert guard.process_alive(info["child"])
+    time.sleep(1.0)  # let the command install its handler
+    actor.kill()
+    actor.wait()
+    wait_for(lambda: not guard.group_members(info["pgid"]), 30, "the guard's group to end")
+    assert (tmp_path / "stopped").read_text() == "clean"
+    assert guard.read_pidfile(pidfile)["exit"] == 0
+
+
+def test_every_node_incarnation_worker_and_restart_has_its_own_seed_and_game_ids():
+    base = dict(slot=0, out_dir="", sizes=((6, 7),), games_per_worker=1, search=None, policy=None,
+                seed=0, run_prefix="sp", samples_per_shard=1, config_json="{}")
+    specs = [WorkerSpec(index=w, node_tag=t, incarnation=i, restart=r, **base)
+             for t in ("n0", "n1") for i in (1, 2) for w in (0, 1) for r in (0, 1)]
+    ids = [[next(s) for _ in range(50)] for s in map(game_id_stream, specs)]
+    flat = [x for s in ids for x in s]
+    assert len(set(flat)) == len(flat) and all(0 < x < 2**63 for x in flat)
+    seeds = {(s.seed, node_hash(s.node_tag), s.incarnation, s.index, s.restart) for s in specs}
+    assert len(seeds) == len(specs)
+    assert node_hash("n0") != node_hash("n1")
+
+
+# ---------------------------------------------------------------- a real local cluster
+def cluster_cmd(run_dir, minutes):
+    return [sys.executable, "-m", "selfplay.cluster", "--address", "local", "--selfplay-nodes", "2",
+            "--preset", "dummy", "--dir", str(run_dir), "--minutes", str(minutes), "--sizes", "6x7",
+            "--status-every", "5", "--grace", "60", "--max-restarts", "3"]
+
+
+def shard_node(path) -> tuple[str, int]:
+    m = re.search(r"_p\d+_([A-Za-z0-9-]+)_i(\d+)_r\d+_\d+\.h5$", os.path.basename(path))
+    assert m, path
+    return m.group(1), int(m.group(2))
+
+
+def run_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    """One cluster run (dummy preset, 2 nodes) with both faults injected; returns what it left."""
+    pytest.importorskip("ray")
+    run = tmp_path_factory.mktemp("cluster") / "run"
+    shm_before = set(os.listdir("/dev/shm"))
+    proc = subprocess.Popen(cluster_cmd(run, 1.2), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # 1. a self-play actor killed mid-shard: once node n0 has delivered a shard
+        wait_for(lambda: (run / "data").is_dir() and
+                 any(shard_node(p)[0] == "n0" for p in list_shards([run / "data"])), 180,
+                 "a shard from n0 in DIR/data")
+        state = json.loads((run / "nodes" / "n0" / "actor.json").read_text())
+        os.kill(state["pid"], signal.SIGKILL)
+        # 2. a self-play worker process killed on node n1 (selfplay.run restarts it)
+        victim = wait_for(lambda: [pid for pid in (int(re.search(r"_p(\d+)_", os.path.basename(p)).group(1))
+                                                   for p in list_shards([run / "data"]) if shard_node(p)[0] == "n1")
+                                   if os.path.exists(f"/proc/{pid}")], 120, "a live self-play worker on n1")[0]
+        os.kill(victim, signal.SIGKILL)
+        # 3. the trainer crashes between storing the next shard and acknowledging it
+        (run / "faults").mkdir()
+        (run / "faults" / "trainer_exit_after_store").write_text("")
+        stdout, stderr = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:  # a failed wait: stop the run cleanly, so that the cluster goes too
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": stderr, "shm_before": shm_before}
+
+
+@pytest.mark.slow
+def test_local_cluster_survives_a_killed_selfplay_actor_and_a_trainer_crash(faulty_run):
+    run, out = faulty_run["dir"], faulty_run["stdout"] + faulty_run["stderr"]
+    assert faulty_run["rc"] == 0, out[-4000:]
+    summary = json.loads(faulty_run["stdout"].strip().splitlines()[-1])
+    print("fault run summary:", json.dumps(summary))
+    print("\n".join(ln for ln in faulty_run["stderr"].splitlines() if "already stored" in ln or "failed" in ln
+                    or "unreachable" in ln))
+    assert summary["nodes"] == ["n0", "n1"]
+    assert summary["restarts"]["selfplay_actors"] >= 1 and summary["restarts"]["trainer_actor"] >= 1, summary
+    assert (run / "faults" / "trainer_exit_after_store.fired").exists()
+    assert summary["uploads"]["duplicates"] >= 1, summary  # the unacknowledged shard was sent again...
+    assert "already stored" in faulty_run["stderr"]
+    assert summary["left_in_spools"] == {} and summary["steps"] > 0 and summary["latest_checkpoint"]
+
+    # every finished shard reached DIR/data exactly once; spools are empty; no temporaries
+    shards = list_shards([run / "data"])
+    assert summary["shards"] == len(shards) > 0
+    digests = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in shards]
+    assert len(set(digests)) == len(digests)  # ...and not stored twice
+    assert not [n for n in os.listdir(run / "data") if n.endswith(".tmp")]
+    for tag in ("n0", "n1"):
+        assert not [n for n in os.listdir(run / "nodes" / tag / "spool") if n.endswith(".h5")]
+    assert {shard_node(p)[0] for p in shards} == {"n0", "n1"}
+    assert len({shard_node(p)[1] for p in shards if shard_node(p)[0] == "n0"}) >= 2  # n0 restarted
+
+    # valid shards, and no two games anywhere share an id
+    game_ids = []
+    games_in_shards: dict = {}
+    for p in shards:
+        validate_shard(p)
+        ids = read_shard(p)["games"]["game_id"].tolist()
+        game_ids += ids
+        games_in_shards[shard_node(p)] = games_in_shards.get(shard_node(p), 0) + len(ids)
+    assert len(set(game_ids)) == len(game_ids)
+
+    # the killed worker was restarted with a new identity (fresh seed, new game ids)
+    assert summary["restarts"]["selfplay_workers"] >= 1, summary
+    assert any("_r1_" in os.path.basename(p) for p in shards if shard_node(p)[0] == "n1")
+
+    # a killed actor loses at most unfinished games: every game its self-play run counted
+    # is in a shard (a SIGKILLed worker, on n1, also loses the games of its shard in progress)
+    for log in sorted((run / "nodes" / "n0" / "logs").glob("selfplay_i*.log")):
+        inc = int(log.stem.split("_i")[1])
+        last = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
+        assert last, f"{log} has no summary: the run was not stopped cleanly"
+        assert json.loads(last[-1])["games"] == games_in_shards.get(("n0", inc), 0), log
+
+    # the trainer stopped cleanly when its actor died and resumed exactly where it stopped
+    logs = sorted((run / "trainer" / "logs").glob("train_i*.log"), key=lambda p: int(p.stem.split("_i")[1]))
+    assert len(logs) >= 2
+    first, second = logs[-2].read_text(), logs[-1].read_text()
+    saved = re.findall(r"interrupted at step (\d+): saving", first)
+    resumed = re.findall(r"resumed at step (\d+)", second)
+    assert saved and resumed and saved[-1] == resumed[0], (first[-500:], second[:500])
+
+    assert list((run / "train" / "models").glob("model_*.pt"))
+    assert (run / "ratings.json").exists() and summary["evaluated"] >= 1
+
+
+@pytest.mark.slow
+def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
+    run = faulty_run["dir"]
+    assert faulty_run["rc"] == 0
+    assert not processes_with_env(str(run)), "processes of the run are still alive"
+    assert not leaked_shm(faulty_run["shm_before"])
+    before = json.loads(faulty_run["stdout"].strip().splitlines()[-1])
+    trainer_logs = lambda: sorted((run / "trainer" / "logs").glob("train_i*.log"),  # noqa: E731
+                                  key=lambda p: int(p.stem.split("_i")[1]))
+    n_logs = len(trainer_logs())
+    seen = {shard_node(p) for p in list_shards([run / "data"])}
+    shm_before = set(os.listdir("/dev/shm"))
+    # the same command resumes; Ctrl-C once the trainer resumed and a new incarnation delivered a shard
+    proc = subprocess.Popen(cluster_cmd(run, 10), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(trainer_logs()) > n_logs and "resumed at step" in trainer_logs()[-1].read_text(),
+                 180, "the trainer to resume")
+        wait_for(lambda: {shard_node(p) for p in list_shards([run / "data"])} - seen, 180,
+                 "a shard of a new self-play incarnation")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=400)
+    assert proc.returncode == 0, (stdout + stderr)[-4000:]
+    after = json.loads(stdout.strip().splitlines()[-1])
+    print("resumed run summary:", json.dumps(after))
+    assert re.search(rf"resumed at step {before['steps']}\b", trainer_logs()[n_logs].read_text())
+    assert after["elapsed_s"] > before["elapsed_s"] and after["steps"] >= before["steps"]
+    assert after["shards"] > before["shards"] and after["left_in_spools"] == {}
+    ids = [i for p in list_shards([run / "data"]) for i in read_shard(p)["games"]["game_id"].tolist()]
+    assert len(set(ids)) == len(ids)
+    assert not processes_with_env(str(run))
+    assert not leaked_shm(shm_before)
+
+
+def test_help_and_bad_arguments():
+    proc = subprocess.run([sys.executable, "-m", "selfplay.cluster", "--help"], cwd=ROOT, env=run_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--address", "--selfplay-nodes", "--preset", "--dir", "--minutes", "--shared-fs",
+                 "--max-inflight", "--max-restarts"):
+        assert flag in proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "selfplay.cluster", "--preset", "nope"], cwd=ROOT,
+                         env=run_env(), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_c4fast_and_nets_never_import_ray():
+    code = ("import sys, c4fast, nets.train, nets.server, selfplay.run, selfplay.loop\n"
+            "assert 'ray' not in sys.modules, 'ray imported'\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=run_env(), check=True, timeout=120)
