@@ -38,6 +38,7 @@ from selfplay.interrupt import raise_on_interrupt
 from selfplay.shards import ShardError, list_shards
 
 STATE_FORMAT = "c4fast-train-state"
+BENCH_CUDA_PER_SIZE = 128  # --bench on CUDA: samples per size per step (16 sizes: 2048 a step)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,14 +87,27 @@ class TrainConfig:
         return d
 
 
+def to_device(a: np.ndarray, device) -> torch.Tensor:
+    """numpy -> tensor on `device`; on CUDA through pinned memory with a non-blocking copy
+    (no host synchronisation)."""
+    t = torch.from_numpy(a)
+    device = torch.device(device)
+    if device.type != "cuda":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def losses(model, batch: Batch, device, value_weight: float):
-    """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch."""
-    x = torch.from_numpy(batch.planes).to(device)
+    """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch
+    (0-dim tensors on `device`; nothing here waits for the device)."""
+    x = to_device(batch.planes, device)
+    if x.is_cuda:
+        x = x.contiguous(memory_format=torch.channels_last)
     pol, val = model(x)
-    legal = torch.from_numpy(batch.legal).to(device)
-    target = torch.from_numpy(batch.policy).to(device)
-    w = torch.from_numpy(batch.policy_weight).to(device)
-    z = torch.from_numpy(batch.outcome).to(device)
+    legal = to_device(batch.legal, device)
+    target = to_device(batch.policy, device)
+    w = to_device(batch.policy_weight, device)
+    z = to_device(batch.outcome, device)
     logits = pol.float().flatten(1).masked_fill(~legal.flatten(1), -1e9)
     logp = F.log_softmax(logits, dim=1)
     p_ce = -(target.flatten(1) * logp).sum(1)
@@ -109,9 +123,17 @@ class Trainer:
         self.cfg = cfg
         self.out = out_dir
         self.device = torch.device(cfg.device)
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise ValueError(f"device {cfg.device!r} asked for, but CUDA is not available "
+                                 f"(torch {torch.__version__})")
+            torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
         self.net_config: NetConfig = get_preset(cfg.preset)
         self.model = build_model(self.net_config).to(self.device)
+        if self.device.type == "cuda":
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                    weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
@@ -165,7 +187,8 @@ class Trainer:
 
     # ----------------------------------------------------------- training
     def train_step(self, window: ReplayWindow) -> dict:
-        """One optimizer step with per-board-size gradient accumulation."""
+        """One optimizer step with per-board-size gradient accumulation (bf16 autocast on
+        CUDA). The loss sums stay on the device; the step reads them back once, at its end."""
         sizes = window.sizes
         if not sizes:
             raise ValueError("the replay window is empty")
@@ -175,20 +198,18 @@ class Trainer:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        tot = pol = val = ent = 0.0
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
         use_amp = self.device.type == "cuda"
         for size in sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight)
             (loss / n_total).backward()
-            tot += loss.item()
-            pol += p.item()
-            val += v.item()
-            ent += e.item()
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
         self.opt.step()
         self.step += 1
         self.samples_trained += n_total
+        tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
         return {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
                 "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
 
@@ -310,9 +331,13 @@ def _train_loop(trainer, window, cfg, refresh, follow, paths, stop_after, start_
             trainer.save()
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
-    """Training samples/s on synthetic self-play-like data (random games), no files."""
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu") -> dict:
+    """Training samples/s on synthetic self-play-like data (random games), no files, on
+    `device` (ValueError if it is CUDA and CUDA is not available)."""
     import c4fast
+
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device} asked for, but CUDA is not available (torch {torch.__version__})")
 
     rng = np.random.default_rng(seed)
     window = ReplayWindow()
@@ -333,20 +358,25 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed)
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         tr = Trainer(cfg, tmp)
-        tr.train_step(window)  # warm-up
+        for _ in range(2 if tr.device.type == "cuda" else 1):  # warm-up (cuDNN autotuning on CUDA)
+            tr.train_step(window)
         t0 = time.perf_counter()
         for _ in range(steps):
-            tr.train_step(window)
+            tr.train_step(window)  # ends with a host sync: the timing includes the GPU work
         dt = time.perf_counter() - t0
+        gpu = {}
+        if tr.device.type == "cuda":
+            gpu = {"gpu": torch.cuda.get_device_name(tr.device),
+                   "max_memory_mb": round(torch.cuda.max_memory_allocated(tr.device) / 2**20, 1)}
     n = steps * per_size * len(sizes)
     return {"bench": "train", "preset": preset, "device": cfg.device, "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
-            "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1)}
+            "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
 
 
 def main(argv=None) -> int:
@@ -358,13 +388,16 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=0, help="training steps (schedule horizon; 0: none)")
     ap.add_argument("--preset", default="cpu_small", help="network preset (default cpu_small)")
     ap.add_argument("--out", default="runs/train", help="output directory (default runs/train)")
-    ap.add_argument("--per-size", type=int, default=16, help="samples per board size per step (16)")
+    ap.add_argument("--per-size", type=int, default=None,
+                    help="samples per board size per step (16; --bench on CUDA: 128)")
     ap.add_argument("--lr", type=float, default=0.02, help="peak learning rate (0.02)")
     ap.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints (500)")
     ap.add_argument("--ratio", type=float, default=4.0, help="follow mode: trained/self-play samples (4)")
     ap.add_argument("--window-c", type=float, default=250_000, help="replay window constant c (250000)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="torch device (default cuda when available, else cpu); CUDA trains in "
+                         "bf16 autocast with channels_last")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="end this run after N steps (resume later with --resume; 0: no limit)")
@@ -377,8 +410,17 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     if args.bench:
         sizes = [(h, w) for h in range(9, 13) for w in range(9, 13)]
-        print(json.dumps(bench(args.preset, max(args.steps, 5) if args.steps else 10, args.per_size, sizes)))
+        per_size = args.per_size or (BENCH_CUDA_PER_SIZE if args.device.startswith("cuda") else TrainConfig.per_size)
+        try:
+            out = bench(args.preset, max(args.steps, 5) if args.steps else 10, per_size, sizes,
+                        device=args.device)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(out))
         return 0
+    if args.per_size is None:
+        args.per_size = TrainConfig.per_size
     try:
         if not args.paths and not args.follow:
             raise ValueError("give shard paths and/or --follow DIR")

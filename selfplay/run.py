@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", type=int, default=0, help="GPUs to use, one server each (0: CPU server)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="worker processes (default: 2 on the CPU, cores - GPUs with GPUs)")
+                    help="worker processes (default: 2 on the CPU, usable cores - GPUs with GPUs)")
     ap.add_argument("--games-per-worker", type=int, default=None,
                     help="games each worker plays at once (default: 32 on the CPU, 256 on GPUs)")
     ap.add_argument("--model", default=None,
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-games", type=int, default=0, help="stop after this many games (0: no limit)")
     ap.add_argument("--max-samples", type=int, default=0, help="stop after this many samples (0: no limit)")
     ap.add_argument("--time", type=float, default=0.0, help="stop after this many seconds (0: no limit)")
-    ap.add_argument("--preset", default="cpu_small", help="network preset for a fresh net (default cpu_small)")
+    ap.add_argument("--preset", default=None,
+                    help="network preset for a fresh net (default cpu_small; b3c128nbt with --gpus)")
     ap.add_argument("--seed", type=int, default=0, help="seed of games and of a fresh net (default 0)")
     ap.add_argument("--sizes", default="saiblo",
                     help="board sizes: 'saiblo' (the 16 sizes 9..12 x 9..12) or a list like 6x7,9x9")
@@ -59,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 class UsageError(ValueError):
     pass
+
+
+def default_preset(gpus: int) -> str:
+    """Network preset of a fresh net: the GPU-sized b3c128nbt with GPUs, cpu_small without."""
+    return "b3c128nbt" if gpus > 0 else "cpu_small"
+
+
+def default_workers(gpus: int) -> int:
+    """Worker processes: 2 on the CPU; with GPUs every usable core (CPU affinity, not
+    os.cpu_count) but one per GPU server."""
+    if gpus == 0:
+        return 2
+    return max(1, len(os.sched_getaffinity(0)) - gpus)
 
 
 def validate(args) -> None:
@@ -83,6 +97,8 @@ def validate(args) -> None:
         raise UsageError(str(e)) from None
     from nets.config import get_preset
 
+    if args.preset is None:
+        args.preset = default_preset(args.gpus)
     try:
         get_preset(args.preset)
     except ValueError as e:
@@ -129,7 +145,7 @@ def _fmt_status(elapsed, totals, srv, version) -> str:
 def run(args) -> dict:
     from nets import shm_queue as q
     from nets.server import ServerConfig, request_shutdown, start_server
-    from selfplay.worker import WorkerSpec, worker_main
+    from selfplay.worker import SERVER_ERROR_EXIT, WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
     os.makedirs(args.out, exist_ok=True)
@@ -137,7 +153,7 @@ def run(args) -> dict:
         if name.endswith(".h5.tmp"):
             os.remove(os.path.join(args.out, name))
     n_servers = max(1, args.gpus)
-    workers = args.workers or (2 if args.gpus == 0 else max(1, (os.cpu_count() or 2) - args.gpus))
+    workers = args.workers or default_workers(args.gpus)
     games = args.games_per_worker or (32 if args.gpus == 0 else 256)
     max_batch = games * args.leaves
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
@@ -148,7 +164,8 @@ def run(args) -> dict:
         cfg = ServerConfig(device=device, model=args.model, preset=args.preset, seed=args.seed,
                            threads=args.threads if args.gpus == 0 else 0,
                            max_forward_batch=256 if args.gpus == 0 else max(max_batch, 1024),
-                           reload_interval=args.reload_interval)
+                           reload_interval=args.reload_interval,
+                           sizes=args.size_list if args.gpus > 0 else ())
         queues.append(sq)
         servers.append(start_server(ctx, sq.handles, cfg, name=f"c4fast-server-{s}"))
     stop = ctx.Event()
@@ -176,12 +193,16 @@ def run(args) -> dict:
     errors: list[str] = []
 
     def handle(msg) -> None:
-        """A worker's message: its running totals, or an error."""
+        """A worker's message: its running totals, or an error (fatal: see below)."""
+        nonlocal failure
         kind, w, payload = msg
         if kind == "stats":
             worker_stats[w] = payload
-        elif kind == "error":
+        elif kind == "error":  # the inference server failed or refused: restarting can't help
             errors.append(f"worker {w}: {payload}")
+            if failure is None:
+                failure = f"worker {w} lost the inference server: {payload}"
+            stop.set()
 
     t0 = time.monotonic()
     next_status = t0 + args.status_every
@@ -225,6 +246,10 @@ def run(args) -> dict:
                 if p.is_alive() or p.exitcode == 0:
                     continue
                 if stop.is_set() or failure:
+                    continue
+                if p.exitcode == SERVER_ERROR_EXIT:  # its "error" message may still be queued
+                    failure = f"worker {w} (pid {p.pid}) lost the inference server (exit code {p.exitcode})"
+                    stop.set()
                     continue
                 restarts += 1
                 print(f"[selfplay] worker {w} (pid {p.pid}) died with code {p.exitcode}; "

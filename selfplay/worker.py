@@ -22,6 +22,9 @@ from c4fast.mcts import BatchedMCTS, choose_move
 from selfplay.policy import SelfPlayConfig
 
 
+SERVER_ERROR_EXIT = 3  # a worker's exit code when the inference server failed or refused
+
+
 @dataclass
 class Stats:
     games: int = 0
@@ -234,4 +237,4 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
     except ServerError as e:
         writer.flush()
         stats_queue.put(("error", spec.index, str(e)))
-        raise SystemExit(3) from None
+        raise SystemExit(SERVER_ERROR_EXIT) from None
