@@ -63,16 +63,17 @@ def compare(policy, wdl, ref_policy, ref_wdl) -> dict:
     """{'policy_rel', 'wdl_abs', 'finite'} of candidate vs reference outputs.
 
     policy: (n, H, W) or (n, H*W) logits; wdl: (n, 3) probabilities (numpy or torch)."""
-    pol = np.asarray(policy, np.float64).reshape(len(ref_policy), -1)
-    ref = np.asarray(ref_policy, np.float64).reshape(len(ref_policy), -1)
+    n = len(ref_policy)
+    pol, ref = np.asarray(policy, np.float64), np.asarray(ref_policy, np.float64).reshape(n, -1)
     w, rw = np.asarray(wdl, np.float64), np.asarray(ref_wdl, np.float64)
     finite = bool(np.isfinite(pol).all() and np.isfinite(w).all())
+    if pol.size != ref.size or len(pol) != n or w.shape != rw.shape:
+        return {"policy_rel": float("inf"), "wdl_abs": float("inf"), "finite": finite}
+    pol = pol.reshape(n, -1)
     rc = ref - ref.mean(1, keepdims=True)
     dc = (pol - pol.mean(1, keepdims=True)) - rc
     scale = np.sqrt(np.mean(rc * rc))
     rel = float(np.sqrt(np.mean(dc * dc)) / scale) if scale > 0 else float("inf")
-    if w.shape != rw.shape or pol.shape != ref.shape:
-        return {"policy_rel": float("inf"), "wdl_abs": float("inf"), "finite": finite}
     return {"policy_rel": rel, "wdl_abs": float(np.abs(w - rw).max()), "finite": finite}
 
 
