@@ -2,10 +2,11 @@
 
 One :class:`GraphRunner` per server process serves one GPU:
 
-* **Pinning.** A server process calls :func:`pin_process_to_device` before any CUDA call:
-  its ``CUDA_VISIBLE_DEVICES`` is narrowed to its own entry of the parent's list
-  (ordinals, ``GPU-``/``MIG-`` UUIDs), so it sees exactly one GPU as ``cuda:0`` and
-  nothing can land on another device's stream. The runner also calls
+* **Pinning.** A server process for ``cuda:N`` starts with ``CUDA_VISIBLE_DEVICES``
+  narrowed to entry N of the parent's list (ordinals, ``GPU-``/``MIG-`` UUIDs kept
+  verbatim; :func:`child_device_env`, used by ``nets.server.start_server``) and checks it
+  again before any CUDA call (:func:`pin_process_to_device`), so it sees exactly one GPU
+  as ``cuda:0`` and nothing can land on another device's stream. The runner also calls
   ``torch.cuda.set_device`` and passes ``stream=`` explicitly to every capture.
 * **Graphs.** At start-up it captures, for every board size it will serve and every
   batch bucket (:func:`bucket_sizes`: 4 per octave, multiples of 8), one CUDA graph of
@@ -48,7 +49,7 @@ from nets.selfcheck import TOLERANCES, Tolerance, self_check
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GraphRunner", "bucket_sizes", "choose_bucket", "pin_process_to_device",
+__all__ = ["GraphRunner", "bucket_sizes", "child_device_env", "choose_bucket", "pin_process_to_device",
            "visible_device_entry", "inference_module", "DEFAULT_SIZES"]
 
 #: Board sizes a GPU server captures when none are given: Saiblo's 16 (9..12 x 9..12).
@@ -105,6 +106,17 @@ def visible_device_entry(index: int, visible: str | None) -> str:
         raise ValueError(f"cuda:{index} is not visible: CUDA_VISIBLE_DEVICES={visible!r} "
                          f"lists {len(entries)} device(s)")
     return entries[index]
+
+
+def child_device_env(device: str, visible: str | None) -> tuple[str, dict]:
+    """(device, environment overrides) for a server process started for `device`.
+
+    "cuda:N" -> ("cuda:0", {"CUDA_VISIBLE_DEVICES": the parent's entry N}): the child's
+    interpreter then starts with only its GPU visible. "cpu" -> ("cpu", {})."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return device, {}
+    return "cuda:0", {"CUDA_VISIBLE_DEVICES": visible_device_entry(dev.index or 0, visible)}
 
 
 def pin_process_to_device(device: str, environ=None) -> str:
@@ -184,7 +196,15 @@ def inference_module(model, kind: str, dtype: torch.dtype, device, channels_last
     net = net.to(device=device, dtype=dtype)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
-    fwd = torch.compile(net, dynamic=False, fullgraph=True) if kind == "compiled" else net
+    fwd = net
+    if kind == "compiled":
+        import torch._dynamo
+
+        # one specialisation per (size, bucket): up to 16 x 32 shapes, not dynamo's default 8
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 1024)
+        torch._dynamo.config.accumulated_cache_size_limit = max(
+            torch._dynamo.config.accumulated_cache_size_limit, 4096)
+        fwd = torch.compile(net, dynamic=False, fullgraph=True)
     return net, fwd
 
 
@@ -449,8 +469,11 @@ class GraphRunner:
                     if (h, w) not in self._eager_sizes_logged:
                         self._eager_sizes_logged.add((h, w))
                         log.warning("no CUDA graphs for %dx%d: running it eagerly", h, w)
-                    pol, wdl = self._run(x)
+                    xb = torch.zeros((b, self.num_planes, h, w), dtype=torch.uint8, device=self.device)
+                    xb[:n].copy_(x)  # bucket shapes only: cuDNN autotunes each shape once
                     ring.in_free.record(self.stream)
+                    pol, wdl = self._run(xb)
+                    pol, wdl = pol[:n], wdl[:n]
                 pol_out.copy_(pol)
                 wdl_out.copy_(wdl)
                 ring.out_ready.record(self.stream)

@@ -422,9 +422,25 @@ def server_main(handles: q.QueueHandles, cfg: ServerConfig) -> None:
 
 
 def start_server(ctx, handles: q.QueueHandles, cfg: ServerConfig, name: str = "c4fast-server"):
-    """Start a server process from multiprocessing context `ctx`; returns the Process."""
+    """Start a server process from multiprocessing context `ctx`; returns the Process.
+
+    A server for "cuda:N" starts with CUDA_VISIBLE_DEVICES narrowed to the parent's entry N
+    (and serves "cuda:0"), so its interpreter never sees another GPU."""
+    from nets.cuda_runner import child_device_env
+
+    device, env = child_device_env(cfg.device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    cfg = dataclasses.replace(cfg, device=device)
     p = ctx.Process(target=server_main, args=(handles, cfg), name=name, daemon=True)
-    p.start()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # inherited by the spawned interpreter
+    try:
+        p.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     # publish the pid at once: a server that dies while starting is then seen as dead
     shm = q.attach(handles)
     try:

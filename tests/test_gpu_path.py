@@ -230,6 +230,14 @@ def test_pinning_narrows_the_visible_devices_before_cuda_starts():
     assert pin_process_to_device("cpu", env := {}) == "cpu" and env == {}
 
 
+def test_a_cuda_server_process_starts_with_only_its_gpu_visible():
+    from nets.cuda_runner import child_device_env
+
+    assert child_device_env("cuda:1", "GPU-a,GPU-b") == ("cuda:0", {"CUDA_VISIBLE_DEVICES": "GPU-b"})
+    assert child_device_env("cuda:2", None) == ("cuda:0", {"CUDA_VISIBLE_DEVICES": "2"})
+    assert child_device_env("cpu", "0,1") == ("cpu", {})
+
+
 def test_server_main_pins_before_any_cuda_call():
     """Source order of server_main: pinning precedes building the server (CUDA init)."""
     import inspect
