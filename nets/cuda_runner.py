@@ -198,12 +198,11 @@ def inference_module(model, kind: str, dtype: torch.dtype, device, channels_last
         net = net.to(memory_format=torch.channels_last)
     fwd = net
     if kind == "compiled":
-        import torch._dynamo
+        import torch._dynamo as dynamo
 
         # one specialisation per (size, bucket): up to 16 x 32 shapes, not dynamo's default 8
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 1024)
-        torch._dynamo.config.accumulated_cache_size_limit = max(
-            torch._dynamo.config.accumulated_cache_size_limit, 4096)
+        dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 1024)
+        dynamo.config.accumulated_cache_size_limit = max(dynamo.config.accumulated_cache_size_limit, 4096)
         fwd = torch.compile(net, dynamic=False, fullgraph=True)
     return net, fwd
 
