@@ -190,8 +190,8 @@ class InferenceServer:
             runner.register_host_memory(buf.ctypes.data, buf.nbytes)
             runner.capture_all()
             self.runner = runner
+            self.hdr[q.G_CAPTURES] += runner.captures
         self.model = model
-        self.hdr[q.G_CAPTURES] = self.runner.captures
 
     def _cpu_self_check(self):
         from nets.cuda_runner import tolerance_for

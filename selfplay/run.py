@@ -5,7 +5,8 @@ processes; each worker plays G games at once through the batched MCTS, rotating 
 the board sizes, and writes shards to ``--out``. Prints a status line every few seconds
 and a final JSON summary. Ctrl-C stops cleanly (finished games are written).
 
-Exit codes: 0 done, 1 failure while running (e.g. the server died), 2 bad arguments.
+Exit codes: 0 done, 1 failure while running (the server died, or failed or refused a
+request: workers are not restarted then, the summary says why), 2 bad arguments.
 """
 
 from __future__ import annotations
