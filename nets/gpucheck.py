@@ -364,8 +364,6 @@ def main(argv=None) -> int:
         print(no_cuda_line(), flush=True)
         return 0
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[gpucheck] %(message)s")
-    from nets.selfcheck import SelfCheckError
-
     t_start = time.perf_counter()
     sizes = ((12, 12), (9, 10)) if args.quick else SAIBLO
     name = torch.cuda.get_device_name(0)
@@ -398,7 +396,7 @@ def main(argv=None) -> int:
             if not args.skip_train:
                 step = "train"
                 bench_train(peak, (16,) if args.quick else (16, 128), args.preset)
-    except (SelfCheckError, RuntimeError, AssertionError, ValueError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 - report any failure as the check's result
         log.exception("%s failed", step)
         _emit({"check": step, "ok": False, "error": f"{type(e).__name__}: {e}"})
         _emit({"gpucheck": "failed", "step": step, "seconds": round(time.perf_counter() - t_start, 1)})

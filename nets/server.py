@@ -109,6 +109,14 @@ def load_model(cfg: ServerConfig, device: torch.device):
     return model, version, path
 
 
+def server_threads(cfg: ServerConfig) -> int:
+    """torch CPU threads of a server: cfg.threads, else 1 for a GPU server (its CPU work is
+    copies and bookkeeping; the cores belong to the workers), else 0 (torch's default)."""
+    if cfg.threads > 0:
+        return cfg.threads
+    return 1 if cfg.device.startswith("cuda") else 0
+
+
 class InferenceServer:
     def __init__(self, handles: q.QueueHandles, cfg: ServerConfig):
         self.handles = handles
@@ -118,7 +126,7 @@ class InferenceServer:
         self.hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, self.shm.buf, 0)
         self.slots = [q.SlotView(self.shm.buf, self.layout, s) for s in range(self.layout.num_slots)]
         self.device = torch.device(cfg.device)
-        threads = cfg.threads or (1 if self.device.type == "cuda" else 0)  # a GPU server needs no CPU threads
+        threads = server_threads(cfg)
         if threads > 0:
             torch.set_num_threads(threads)
         self.model = None

@@ -285,6 +285,14 @@ def test_gpu_server_config_defaults_and_validation():
         ServerConfig(sizes=((13, 9),))
 
 
+def test_gpu_servers_use_one_cpu_thread_by_default():
+    from nets.server import ServerConfig, server_threads
+
+    assert server_threads(ServerConfig(device="cuda:1")) == 1
+    assert server_threads(ServerConfig(device="cuda:0", threads=3)) == 3
+    assert server_threads(ServerConfig()) == 0
+
+
 def test_graph_runner_refuses_a_cpu_device():
     from nets.cuda_runner import GraphRunner
 
