@@ -16,7 +16,6 @@ import torch
 import c4fast
 from nets import shm_queue as q
 from nets.checkpoint import checkpoint_name, save_checkpoint
-from nets.config import get_preset
 from nets.cuda_runner import (
     bucket_sizes,
     choose_bucket,
@@ -305,7 +304,7 @@ def test_graph_runner_refuses_a_cpu_device():
 
 def test_train_step_reads_the_device_back_once_per_step(monkeypatch):
     from nets.replay import ReplayWindow
-    from nets.train import TrainConfig, Trainer, bench  # noqa: F401
+    from nets.train import TrainConfig, Trainer
 
     sys.path.insert(0, str(ROOT / "tests"))
     from test_train import make_shards
