@@ -275,6 +275,8 @@ class GraphRunner:
         self.device = torch.device(device)
         if self.device.type != "cuda":
             raise ValueError(f"GraphRunner needs a CUDA device, got {device!r}")
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(self.device)
         torch.backends.cudnn.benchmark = True  # shapes are static per graph
         self.config = getattr(model, "_orig_mod", model).config

@@ -127,6 +127,8 @@ class Trainer:
             if not torch.cuda.is_available():
                 raise ValueError(f"device {cfg.device!r} asked for, but CUDA is not available "
                                  f"(torch {torch.__version__})")
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
