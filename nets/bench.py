@@ -4,7 +4,9 @@
   the CPU with 2 threads, and the torch-free numpy forward pass;
 * server lines: round-trip latency and throughput through the shared-memory queue with
   a no-op model, and a real model through the server vs a direct in-process call;
-* GPU lines when CUDA is available: eager vs CUDA graphs, fp32 vs bf16, server path.
+* GPU lines when CUDA is available: eager vs CUDA graphs, fp32 vs bf16, server path
+  (the full GPU acceptance check with self-play and trainer figures is
+  ``python -m nets.gpucheck``).
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ def bench_gpu(seconds: float):
     for precision in ("fp32", "bf16"):
         for graphs in (False, True):
             cfg = ServerConfig(device="cuda", preset="b3c128nbt", precision=precision,
-                               cuda_graphs=graphs, max_forward_batch=8192)
+                               cuda_graphs=graphs, max_forward_batch=8192, sizes=((12, 12),))
             bench_server(cfg, f"b3c128nbt {precision} {'graphs' if graphs else 'eager'}",
                          [256, 1024, 4096], seconds=seconds)
 

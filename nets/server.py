@@ -6,18 +6,23 @@ groups pending requests by board size, concatenates each group (up to
 win/draw/loss probabilities back into the slots.
 
 * CPU path: plain eager torch (float32), the same protocol.
-* CUDA path: bf16/fp16 autocast where asked, channels_last, and CUDA graphs captured per
-  (board size, batch bucket); a request batch is padded up to the next bucket (powers
-  of two) and replayed.
+* CUDA path (:mod:`nets.cuda_runner`): the process pins itself to its GPU before any
+  CUDA call (:func:`server_main`), captures at start-up one CUDA graph per (board size,
+  batch bucket) of the BN-folded net in bf16/channels_last on its own stream with a
+  shared pool, self-checks every graph against the eager fp32 forward (a mismatch stops
+  the server with the reason), and serves through registered shared memory with
+  asynchronous copies, two batches in flight.
 * Hot reload: when ``model`` is a directory, the newest ``model_XXXXXXXX.pt`` in it is
   loaded every ``reload_interval`` seconds if it changed; workers see the new version
-  in the global header (``G_MODEL_VERSION``) without restarting.
+  in the global header (``G_MODEL_VERSION``) without restarting. On CUDA the weights are
+  copied into the captured graphs' tensors (no re-capture).
 * A dead worker never blocks the server (requests are independent); a dead server is
   detected by workers through its pid (see :class:`nets.shm_queue.InferenceClient`).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import os
@@ -32,7 +37,7 @@ import torch
 from nets import _atomics
 from nets import shm_queue as q
 
-log = logging.getLogger("nets.server")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,14 @@ class ServerConfig:
     model: checkpoint file, or a directory to follow for newer checkpoints, or None
     for a freshly initialised `preset` net (torch.manual_seed(seed) before building).
     precision: "fp32", "bf16", "fp16" or "auto" (bf16 on CUDA, fp32 on the CPU).
+    threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
+    forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
+    "compiled" (torch.compile of the fused net) or "auto" (eager on the CPU: bit-exact
+    with training; fused on CUDA).
+    sizes: board sizes (h, w) a CUDA server captures graphs for at start-up (empty: the
+    16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
+    (and every hot reload) with the eager fp32 forward. pipeline: keep two batches in
+    flight on CUDA.
     """
 
     device: str = "cpu"
@@ -55,8 +68,18 @@ class ServerConfig:
     reload_interval: float = 5.0
     threads: int = 0
     noop: bool = False
+    forward: str = "auto"
+    sizes: tuple = ()
+    self_check: bool = True
+    pipeline: bool = True
 
     def __post_init__(self):
+        if self.forward not in ("auto", "eager", "fused", "compiled"):
+            raise ValueError(f"forward must be auto/eager/fused/compiled, got {self.forward!r}")
+        object.__setattr__(self, "sizes", tuple((int(h), int(w)) for h, w in self.sizes))
+        for h, w in self.sizes:
+            if not (q.MIN_SIZE <= h <= q.MAX_SIZE and q.MIN_SIZE <= w <= q.MAX_SIZE):
+                raise ValueError(f"board size {h}x{w} outside {q.MIN_SIZE}..{q.MAX_SIZE}")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise ValueError(f"precision must be auto/fp32/bf16/fp16, got {self.precision!r}")
         if self.max_forward_batch < 1:
@@ -87,52 +110,12 @@ def load_model(cfg: ServerConfig, device: torch.device):
     return model, version, path
 
 
-class _GraphRunner:
-    """CUDA-graph replays of `model` per (height, width, bucket)."""
-
-    def __init__(self, model, device, dtype, channels_last, num_planes):
-        self.model = model
-        self.device = device
-        self.dtype = dtype
-        self.channels_last = channels_last
-        self.num_planes = num_planes
-        self.graphs: dict = {}
-
-    def _capture(self, h, w, bucket):
-        x = torch.zeros((bucket, self.num_planes, h, w), device=self.device, dtype=torch.uint8)
-        s = torch.cuda.Stream(self.device)
-        s.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(s), torch.inference_mode():
-            for _ in range(2):  # warm-up before capture
-                self._run(x)
-        torch.cuda.current_stream(self.device).wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g), torch.inference_mode():
-            pol, wdl = self._run(x)
-        self.graphs[(h, w, bucket)] = (g, x, pol, wdl)
-
-    def _run(self, x_u8):
-        x = x_u8.to(self.dtype)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast("cuda", dtype=self.dtype, enabled=self.dtype != torch.float32):
-            pol, val = self.model(x)
-        return pol.float().flatten(1), torch.softmax(val.float(), dim=1)
-
-    def __call__(self, x_cpu_u8: torch.Tensor):
-        n, _, h, w = x_cpu_u8.shape
-        bucket = 8
-        while bucket < n:
-            bucket *= 2
-        key = (h, w, bucket)
-        if key not in self.graphs:
-            self._capture(h, w, bucket)
-        g, x, pol, wdl = self.graphs[key]
-        x[:n].copy_(x_cpu_u8, non_blocking=True)
-        if n < bucket:
-            x[n:].zero_()
-        g.replay()
-        return pol[:n].cpu().numpy(), wdl[:n].cpu().numpy()
+def server_threads(cfg: ServerConfig) -> int:
+    """torch CPU threads of a server: cfg.threads, else 1 for a GPU server (its CPU work is
+    copies and bookkeeping; the cores belong to the workers), else 0 (torch's default)."""
+    if cfg.threads > 0:
+        return cfg.threads
+    return 1 if cfg.device.startswith("cuda") else 0
 
 
 class InferenceServer:
@@ -144,13 +127,18 @@ class InferenceServer:
         self.hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, self.shm.buf, 0)
         self.slots = [q.SlotView(self.shm.buf, self.layout, s) for s in range(self.layout.num_slots)]
         self.device = torch.device(cfg.device)
-        if cfg.threads > 0:
-            torch.set_num_threads(cfg.threads)
+        threads = server_threads(cfg)
+        if threads > 0:
+            torch.set_num_threads(threads)
         self.model = None
+        self.module = None  # CPU fused/compiled module (forward != "eager")
+        self.fwd = None
         self.version = -1
         self.source = None
         self.source_mtime = None
-        self.runner = None
+        self.runner = None  # nets.cuda_runner.GraphRunner on CUDA
+        self._inflight: collections.deque = collections.deque()  # (ticket, chunk, total)
+        self._busy: set = set()  # slots whose request is in flight
         self.batches = 0
         self.positions = 0
         if not cfg.noop:
@@ -163,27 +151,76 @@ class InferenceServer:
             p = "bf16" if self.device.type == "cuda" else "fp32"
         return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
 
+    def _forward_kind(self) -> str:
+        if self.cfg.forward == "auto":
+            return "fused" if self.device.type == "cuda" else "eager"
+        return self.cfg.forward
+
     def _load(self):
-        model, version, path = load_model(self.cfg, self.device)
-        if self.device.type == "cuda" and self.cfg.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        self.model = model
+        model, version, path = load_model(self.cfg, torch.device("cpu"))
+        kind = self._forward_kind()
+        if self.device.type == "cuda":
+            self._load_cuda(model, kind)
+        elif kind == "eager":
+            self.model = model
+        else:
+            from nets.cuda_runner import inference_module, load_inference_weights
+
+            if self.module is not None and self.module.config == model.config:
+                load_inference_weights(self.module, model)
+            else:
+                self.module, self.fwd = inference_module(model, kind, torch.float32, self.device, False)
+            self.model = model
+            if self.cfg.self_check:
+                self._cpu_self_check()
         self.version = version
         self.source = path
         self.source_mtime = os.path.getmtime(path) if path else None
-        if self.device.type == "cuda" and self.cfg.cuda_graphs:
-            self.runner = _GraphRunner(model, self.device, self._dtype(), self.cfg.channels_last,
-                                       self.layout.num_planes)
-        else:
-            self.runner = None
         self.hdr[q.G_MODEL_VERSION] = version
         self.hdr[q.G_RELOADS] += 1
+
+    def _load_cuda(self, model, kind):
+        from nets.cuda_runner import DEFAULT_SIZES, GraphRunner
+
+        if self.runner is not None and self.runner.config == model.config:
+            self._drain()
+            self.runner.load_weights(model)  # in place: the captured graphs stay valid
+        else:
+            if self.runner is not None:  # another architecture: start over
+                self._drain()
+                self.runner.unregister_host_memory()
+                self.runner = None
+                torch.cuda.empty_cache()
+            runner = GraphRunner(model, self.device, self._dtype(), sizes=self.cfg.sizes or DEFAULT_SIZES,
+                                 max_batch=max(self.cfg.max_forward_batch, self.layout.max_batch),
+                                 num_planes=self.layout.num_planes, kind=kind, graphs=self.cfg.cuda_graphs,
+                                 channels_last=self.cfg.channels_last, check=self.cfg.self_check)
+            buf = np.frombuffer(self.shm.buf, np.uint8)
+            runner.register_host_memory(buf.ctypes.data, buf.nbytes)
+            runner.capture_all()
+            self.runner = runner
+            self.hdr[q.G_CAPTURES] += runner.captures
+        self.model = model
+
+    def _cpu_self_check(self):
+        from nets.cuda_runner import tolerance_for
+        from nets.selfcheck import self_check
+
+        def ref(x):
+            with torch.inference_mode():
+                pol, val = self.model(torch.from_numpy(x).float())
+            return pol.flatten(1), torch.softmax(val, 1)
+
+        h, w = (self.cfg.sizes or ((12, 12),))[-1]
+        self_check(f"CPU {self._forward_kind()} forward", lambda x: self.forward(torch.from_numpy(x)), ref,
+                   h, w, 16, self.layout.num_planes, tolerance_for(torch.float32, "cpu"))
 
     def maybe_reload(self) -> bool:
         """Load a newer checkpoint if `model` is a directory (or a file that changed)."""
         if self.cfg.noop or self.cfg.model is None:
             return False
         from nets.checkpoint import latest_checkpoint
+        from nets.selfcheck import SelfCheckError
 
         path = latest_checkpoint(self.cfg.model) if os.path.isdir(self.cfg.model) else self.cfg.model
         if path is None:
@@ -196,6 +233,8 @@ class InferenceServer:
             return False
         try:
             self._load()
+        except SelfCheckError:
+            raise  # the served weights are wrong: stop with the reason, never serve them
         except Exception as e:  # noqa: BLE001 - a bad new checkpoint must not kill the server
             log.warning("could not load %s: %s; keeping version %s", path, e, self.version)
             self.source, self.source_mtime = path, mtime
@@ -208,26 +247,19 @@ class InferenceServer:
         n, _, h, w = x_u8.shape
         if self.cfg.noop:
             return np.zeros((n, h * w), np.float32), np.full((n, 3), 1 / 3, np.float32)
+        if self.runner is not None:
+            self._drain()
+            return self.runner.run_sync(x_u8.numpy())
         step = self.cfg.max_forward_batch
         if n > step:  # CPU throughput peaks at moderate batches: split big requests
             parts = [self.forward(x_u8[i:i + step]) for i in range(0, n, step)]
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        if self.runner is not None:
-            return self.runner(x_u8)
         with torch.inference_mode():
-            x = x_u8.to(self.device, non_blocking=True)
-            dtype = self._dtype()
-            x = x.to(torch.float32)
-            if self.device.type == "cuda":
-                if self.cfg.channels_last:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
-                    pol, val = self.model(x)
-            else:
-                pol, val = self.model(x)
+            x = x_u8.to(torch.float32)
+            pol, val = (self.fwd or self.model)(x)
             pol = pol.float().flatten(1)
             wdl = torch.softmax(val.float(), dim=1)
-            return pol.cpu().numpy(), wdl.cpu().numpy()
+            return pol.numpy(), wdl.numpy()
 
     # ------------------------------------------------------------------ serving
     def _reject(self, s: int, seq: int, text: str):
@@ -237,10 +269,15 @@ class InferenceServer:
         _atomics.store_release(v.header, q.S_RESP, seq)
         self.handles.slot_bells[s].release()
 
-    def handle_pending(self) -> int:
-        """Serve every pending request once; returns the number of positions evaluated."""
+    def handle_pending(self, drain: bool = True) -> int:
+        """Serve every pending request once; returns the number of positions submitted.
+
+        On CUDA with `drain` False the last batch may stay in flight (answered by a later
+        call, or at once when a call finds nothing new)."""
         groups: dict = {}
         for s, v in enumerate(self.slots):
+            if s in self._busy:
+                continue
             req = _atomics.load_acquire(v.header, q.S_REQ)
             if req == v.header[q.S_RESP]:
                 continue
@@ -264,9 +301,13 @@ class InferenceServer:
                 if chunk:
                     done += self._run_chunk(h, w, chunk, total)
                 chunk, total = ([item], item[2]) if item is not None else ([], 0)
+        if drain or not groups:
+            self._drain()
         return done
 
     def _run_chunk(self, h, w, chunk, total) -> int:
+        if self.runner is not None:
+            return self._submit_chunk(h, w, chunk, total)
         try:
             if len(chunk) == 1:
                 s, _, n = chunk[0]
@@ -279,22 +320,65 @@ class InferenceServer:
             traceback.print_exc(file=sys.stderr)
             status, text = q.STATUS_SERVER_ERROR, f"{type(e).__name__}: {e}"
         off = 0
-        for s, seq, n in chunk:
-            v = self.slots[s]
-            if status == q.STATUS_OK:
+        if status == q.STATUS_OK:
+            for s, _, n in chunk:
+                v = self.slots[s]
                 v.policy(n, h, w).reshape(n, h * w)[:] = pol[off:off + n]
                 v.wdl(n)[:] = wdl[off:off + n]
-            else:
+                off += n
+        self._publish(chunk, total, status, text)
+        return total
+
+    def _submit_chunk(self, h, w, chunk, total) -> int:
+        """CUDA: enqueue the chunk (results land in the slots); answer the oldest in flight
+        first when the pipeline is full."""
+        from nets.cuda_runner import PIPELINE_DEPTH
+
+        while len(self._inflight) >= PIPELINE_DEPTH:
+            self._complete_oldest()
+        inputs = [self.slots[s].planes(n, h, w) for s, _, n in chunk]
+        outputs = [(self.slots[s].policy(n, h, w).reshape(n, h * w), self.slots[s].wdl(n)) for s, _, n in chunk]
+        try:
+            ticket = self.runner.submit(h, w, inputs, outputs)
+        except Exception as e:  # noqa: BLE001 - report to the workers, keep serving
+            traceback.print_exc(file=sys.stderr)
+            self._publish(chunk, total, q.STATUS_SERVER_ERROR, f"{type(e).__name__}: {e}")
+            return total
+        self._busy.update(s for s, _, _ in chunk)
+        self._inflight.append((ticket, chunk, total))
+        if not self.cfg.pipeline:
+            self._drain()
+        return total
+
+    def _complete_oldest(self) -> None:
+        ticket, chunk, total = self._inflight.popleft()
+        try:
+            self.runner.complete(ticket)
+            status, text = q.STATUS_OK, ""
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc(file=sys.stderr)
+            status, text = q.STATUS_SERVER_ERROR, f"{type(e).__name__}: {e}"
+        self._busy.difference_update(s for s, _, _ in chunk)
+        self._publish(chunk, total, status, text)
+
+    def _drain(self) -> None:
+        """Answer every batch in flight."""
+        while self._inflight:
+            self._complete_oldest()
+
+    def _publish(self, chunk, total, status, text) -> None:
+        """Set status (results are already in the slots when OK), release, ring the bells."""
+        for s, seq, _ in chunk:
+            v = self.slots[s]
+            if status != q.STATUS_OK:
                 v.set_error(text)
             v.header[q.S_STATUS] = status
             _atomics.store_release(v.header, q.S_RESP, seq)
             self.handles.slot_bells[s].release()
-            off += n
         self.batches += 1
         self.positions += total
         self.hdr[q.G_BATCHES] = self.batches
         self.hdr[q.G_POSITIONS] = self.positions
-        return total
 
     def serve_forever(self, idle_slice: float = 0.05) -> None:
         """Main loop: until the shutdown flag is set in the global header."""
@@ -310,11 +394,14 @@ class InferenceServer:
         next_reload = time.monotonic() + self.cfg.reload_interval
         try:
             while not self.hdr[q.G_SHUTDOWN]:
-                self.handles.doorbell.acquire(timeout=idle_slice)
-                self.handle_pending()
+                if not self._inflight:  # with a batch in flight, look for the next one at once
+                    self.handles.doorbell.acquire(timeout=idle_slice)
+                self.handle_pending(drain=not self.cfg.pipeline)
                 if time.monotonic() >= next_reload:
+                    self._drain()
                     self.maybe_reload()
                     next_reload = time.monotonic() + self.cfg.reload_interval
+            self._drain()
         finally:
             stop.set()
 
@@ -325,7 +412,8 @@ def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0)
     The parent decides when the server stops (``request_shutdown``, after its workers
     have written their games): SIGINT, SIGTERM and SIGHUP sent to the whole process group
     are ignored here. If the parent dies, the server is killed (it holds nothing to save).
-    """
+    A CUDA server first narrows CUDA_VISIBLE_DEVICES to its own GPU (before any CUDA
+    call), so the rest of the process only ever sees ``cuda:0``."""
     import signal
 
     from c4fast.runtime import die_with_parent
@@ -334,14 +422,41 @@ def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0)
         signal.signal(sig, signal.SIG_IGN)
     if parent_pid:
         die_with_parent(signal.SIGKILL, parent_pid)
-    server = InferenceServer(handles, cfg)
+    if cfg.device.startswith("cuda"):
+        from nets.cuda_runner import pin_process_to_device
+
+        cfg = dataclasses.replace(cfg, device=pin_process_to_device(cfg.device))
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format=f"[server {os.getpid()}] %(levelname)s %(message)s")
+    try:
+        server = InferenceServer(handles, cfg)
+    except Exception as e:
+        log.error("server failed to start: %s: %s", type(e).__name__, e)
+        raise
     server.serve_forever()
 
 
 def start_server(ctx, handles: q.QueueHandles, cfg: ServerConfig, name: str = "c4fast-server"):
-    """Start a server process from multiprocessing context `ctx`; returns the Process."""
+    """Start a server process from multiprocessing context `ctx`; returns the Process.
+
+    A server for "cuda:N" starts with CUDA_VISIBLE_DEVICES narrowed to the parent's entry N
+    (and serves "cuda:0"), so its interpreter never sees another GPU."""
+    from nets.cuda_runner import child_device_env
+
+    device, env = child_device_env(cfg.device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    cfg = dataclasses.replace(cfg, device=device)
     p = ctx.Process(target=server_main, args=(handles, cfg, os.getpid()), name=name, daemon=True)
-    p.start()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # inherited by the spawned interpreter
+    try:
+        p.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     # publish the pid at once: a server that dies while starting is then seen as dead
     shm = q.attach(handles)
     try:

@@ -46,6 +46,7 @@ from nets.shards import ShardError, list_shards
 log = logging.getLogger("nets.train")
 
 STATE_FORMAT = "c4fast-train-state"
+BENCH_CUDA_PER_SIZE = 128  # --bench on CUDA: samples per size per step (16 sizes: 2048 a step)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -135,14 +136,27 @@ class TrainRunConfig:
             raise ValueError("--poll must be > 0 and --log-every >= 1")
 
 
+def to_device(a: np.ndarray, device) -> torch.Tensor:
+    """numpy -> tensor on `device`; on CUDA through pinned memory with a non-blocking copy
+    (no host synchronisation)."""
+    t = torch.from_numpy(a)
+    device = torch.device(device)
+    if device.type != "cuda":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def losses(model, batch: Batch, device, value_weight: float):
-    """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch."""
-    x = torch.from_numpy(batch.planes).to(device)
+    """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch
+    (0-dim tensors on `device`; nothing here waits for the device)."""
+    x = to_device(batch.planes, device)
+    if x.is_cuda:
+        x = x.contiguous(memory_format=torch.channels_last)
     pol, val = model(x)
-    legal = torch.from_numpy(batch.legal).to(device)
-    target = torch.from_numpy(batch.policy).to(device)
-    w = torch.from_numpy(batch.policy_weight).to(device)
-    z = torch.from_numpy(batch.outcome).to(device)
+    legal = to_device(batch.legal, device)
+    target = to_device(batch.policy, device)
+    w = to_device(batch.policy_weight, device)
+    z = to_device(batch.outcome, device)
     logits = pol.float().flatten(1).masked_fill(~legal.flatten(1), -1e9)
     logp = F.log_softmax(logits, dim=1)
     p_ce = -(target.flatten(1) * logp).sum(1)
@@ -158,9 +172,19 @@ class Trainer:
         self.cfg = cfg
         self.out = out_dir
         self.device = torch.device(cfg.resolved_device())
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise ValueError(f"device {cfg.device!r} asked for, but CUDA is not available "
+                                 f"(torch {torch.__version__})")
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
         self.net_config: NetConfig = get_preset(cfg.preset)
         self.model = build_model(self.net_config).to(self.device)
+        if self.device.type == "cuda":
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                    weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
@@ -218,7 +242,8 @@ class Trainer:
 
     # ----------------------------------------------------------- training
     def train_step(self, window: ReplayWindow) -> dict:
-        """One optimizer step with per-board-size gradient accumulation."""
+        """One optimizer step with per-board-size gradient accumulation (bf16 autocast on
+        CUDA). The loss sums stay on the device; the step reads them back once, at its end."""
         sizes = window.sizes
         if not sizes:
             raise ValueError("the replay window is empty")
@@ -228,17 +253,15 @@ class Trainer:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        tot = pol = val = ent = 0.0
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
         use_amp = self.device.type == "cuda"
         for size in sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight)
             (loss / n_total).backward()
-            tot += loss.item()
-            pol += p.item()
-            val += v.item()
-            ent += e.item()
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
+        tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
@@ -383,9 +406,13 @@ class _Session:
                 trainer.save()
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
-    """Training samples/s on synthetic self-play-like data (random games), no files."""
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu") -> dict:
+    """Training samples/s on synthetic self-play-like data (random games), no files, on
+    `device` (ValueError if it is CUDA and CUDA is not available)."""
     import c4fast
+
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device} asked for, but CUDA is not available (torch {torch.__version__})")
 
     rng = np.random.default_rng(seed)
     window = ReplayWindow()
@@ -406,20 +433,25 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0) -> dict:
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed)
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         tr = Trainer(cfg, tmp)
-        tr.train_step(window)  # warm-up
+        for _ in range(2 if tr.device.type == "cuda" else 1):  # warm-up (cuDNN autotuning on CUDA)
+            tr.train_step(window)
         t0 = time.perf_counter()
         for _ in range(steps):
-            tr.train_step(window)
+            tr.train_step(window)  # ends with a host sync: the timing includes the GPU work
         dt = time.perf_counter() - t0
+        gpu = {}
+        if tr.device.type == "cuda":
+            gpu = {"gpu": torch.cuda.get_device_name(tr.device),
+                   "max_memory_mb": round(torch.cuda.max_memory_allocated(tr.device) / 2**20, 1)}
     n = steps * per_size * len(sizes)
     return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
-            "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1)}
+            "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -449,8 +481,18 @@ def main(argv=None) -> int:
     if args.bench:
         sizes = [(h, w) for h in range(9, 13) for w in range(9, 13)]
         steps = max(run.train.steps, 5) if run.train.steps else 10
-        print(json.dumps(bench(run.train.preset, steps, run.train.per_size, sizes)))
+        device = run.train.resolved_device()
+        given = any(k == "cfg__train__per_size" for k in vars(args))
+        per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
+        try:
+            out = bench(run.train.preset, steps, per_size, sizes, device=device)
+        except ValueError as e:
+            log.error("%s", e)
+            return 2
+        print(json.dumps(out))
         return 0
+    if args.per_size is None:
+        args.per_size = TrainConfig.per_size
     try:
         if not args.paths and not run.follow:
             raise ValueError("give shard paths and/or --follow DIR")

@@ -99,7 +99,8 @@ class RunConfig:
     games_per_worker: int = field(default=0, metadata=opt("games each worker plays at once (0: automatic)"))
     model: str | None = field(default=None, metadata=opt(
         "checkpoint file, or a directory followed for newer checkpoints (None: a fresh --preset net)"))
-    preset: str = field(default="cpu_small", metadata=opt("network preset of a fresh net"))
+    preset: str | None = field(default=None, metadata=opt(
+        "network preset of a fresh net (None: cpu_small, or b3c128nbt with --gpus)"))
     out: str = field(default="data/selfplay", metadata=opt("directory for the shards"))
     max_games: int = field(default=0, metadata=opt("stop after this many games (0: no limit)"))
     max_samples: int = field(default=0, metadata=opt("stop after this many samples (0: no limit)"))
@@ -142,6 +143,11 @@ class RunConfig:
             raise ValueError(f"--node-tag {self.node_tag!r}: use 1..32 letters, digits or '-'")
         if self.incarnation is not None and not 0 <= self.incarnation < 2**63:
             raise ValueError(f"--incarnation must be in [0, 2**63), got {self.incarnation}")
+
+    @property
+    def net_preset(self) -> str:
+        """The network preset to build a fresh net from (see ``preset``)."""
+        return self.preset or ("b3c128nbt" if self.gpus > 0 else "cpu_small")
 
     @property
     def size_list(self) -> tuple[tuple[int, int], ...]:

@@ -61,7 +61,7 @@ def validate(cfg: RunConfig) -> None:
     from nets.config import get_preset
 
     try:
-        get_preset(cfg.preset)
+        get_preset(cfg.net_preset)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if cfg.gpus > 0:
@@ -103,11 +103,19 @@ def _fmt_status(elapsed, totals, srv, version) -> str:
             f"mean length {mean_len:.1f}  server batch {fill:.0f}  model v{version}")
 
 
+def default_workers(gpus: int) -> int:
+    """Worker processes: 2 on the CPU; with GPUs every usable core (CPU affinity, not
+    os.cpu_count) but one per GPU server."""
+    if gpus == 0:
+        return 2
+    return max(1, len(os.sched_getaffinity(0)) - gpus)
+
+
 def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
     from nets.server import ServerConfig, request_shutdown, start_server
-    from selfplay.worker import WorkerSpec, worker_main
+    from selfplay.worker import SERVER_ERROR_EXIT, WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
     start_resource_tracker()
@@ -118,7 +126,7 @@ def run(cfg: RunConfig) -> dict:
     # this invocation's identity on the node: seeds, game ids and shard names derive from it
     run_id = cfg.incarnation if cfg.incarnation is not None else int.from_bytes(os.urandom(4), "little")
     n_servers = max(1, cfg.gpus)
-    workers = cfg.workers or (2 if cfg.gpus == 0 else max(1, len(os.sched_getaffinity(0)) - cfg.gpus))
+    workers = cfg.workers or default_workers(cfg.gpus)
     games = cfg.games_per_worker or (32 if cfg.gpus == 0 else 256)
     max_batch = games * cfg.search.leaves_per_step
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
@@ -126,10 +134,11 @@ def run(cfg: RunConfig) -> dict:
     for s in range(n_servers):
         sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, 9)
         device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
-        server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.preset, seed=cfg.seed,
+        server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.net_preset, seed=cfg.seed,
                                   threads=cfg.threads if cfg.gpus == 0 else 0,
                                   max_forward_batch=256 if cfg.gpus == 0 else max(max_batch, 1024),
-                                  reload_interval=cfg.reload_interval)
+                                  reload_interval=cfg.reload_interval,
+                                  sizes=cfg.size_list if cfg.gpus > 0 else ())
         queues.append(sq)
         servers.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
     stop = ctx.Event()
@@ -164,7 +173,7 @@ def run(cfg: RunConfig) -> dict:
         kind, w, incarnation, payload = msg
         if kind == "stats":
             inc_stats[(w, incarnation)] = payload
-        elif kind == "error":
+        elif kind == "error":  # the inference server failed or refused: fatal (see below)
             errors.append(f"worker {w}: {payload}")
 
     t0 = time.monotonic()
@@ -213,8 +222,9 @@ def run(cfg: RunConfig) -> dict:
                     spec = specs[w]
                     lived = now - started_at[w]
                     quick_failures[w] = quick_failures[w] + 1 if lived < 60 else 0
-                    if errors and p.exitcode == 3:  # a server error: restarting cannot help
-                        failure = f"{errors[-1]} (worker exit code 3)"
+                    if p.exitcode == SERVER_ERROR_EXIT:  # the server failed or refused: restarting can't help
+                        failure = (f"worker {w} (pid {p.pid}) lost the inference server"
+                                   + (f": {errors[-1]}" if errors else f" (exit code {p.exitcode})"))
                     elif spec.restart >= cfg.max_restarts:
                         failure = (f"worker {w} died {spec.restart + 1} times (last exit code {p.exitcode}); "
                                    f"giving up (--max-restarts {cfg.max_restarts})")

@@ -26,6 +26,9 @@ from c4fast.protocols import Evaluator, ZeroCopyEvaluator
 from selfplay.config import SelfPlayConfig
 
 
+SERVER_ERROR_EXIT = 3  # a worker's exit code when the inference server failed or refused
+
+
 @dataclass
 class Stats:
     games: int = 0
@@ -290,6 +293,6 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
     except ServerError as e:
         writer.flush()
         stats_queue.put(("error", spec.index, spec.restart, str(e)))
-        raise SystemExit(3) from None
+        raise SystemExit(SERVER_ERROR_EXIT) from None
     finally:
         client.close()

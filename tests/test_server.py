@@ -206,7 +206,8 @@ def test_mcts_searches_through_the_server_without_copies(server_factory):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_bf16_server_matches_fp32_forward(server_factory):
-    cfg = ServerConfig(device="cuda", preset="b3c128nbt", seed=4, precision="bf16", cuda_graphs=True)
+    cfg = ServerConfig(device="cuda", preset="b3c128nbt", seed=4, precision="bf16", cuda_graphs=True,
+                       sizes=((12, 12),))
     sq, _ = server_factory(cfg, max_batch=256)
     c = q.InferenceClient(sq.handles, 0)
     x = (np.random.default_rng(0).random((100, 9, 12, 12)) < 0.3).astype(np.uint8)

@@ -1,0 +1,409 @@
+"""`python -m nets.gpucheck`: the GPU acceptance check, one JSON line per result.
+
+Without CUDA it prints one line saying so and exits 0 (CI runs it). With CUDA, on
+``cuda:0`` (and ``cuda:1`` when present), in about 10-15 minutes:
+
+correctness (the first failure prints ``"ok": false`` with the reason and exits 1)
+  1. ``graphs``: every Saiblo size x batch bucket captured as the server does it and
+     self-checked against the eager fp32 forward (:mod:`nets.selfcheck`, tolerances
+     printed), on a net with perturbed weights and BatchNorm statistics;
+  2. ``servers``: two server processes (on ``cuda:0`` and ``cuda:1``, or both on
+     ``cuda:0`` with one GPU), each pinned through its own ``CUDA_VISIBLE_DEVICES``
+     entry, answering real shared-memory requests that match the eager fp32 forward;
+  3. ``hot_reload``: a newer checkpoint in the followed directory is served with no
+     re-capture (the server's capture counter is unchanged) and its answers match.
+
+figures (``"bench"`` lines; evals = positions evaluated; peak fractions use the dense
+bf16 tensor-core peak of the device and the net's conv/linear FLOPs,
+:func:`nets.fused.flops_per_eval`)
+  4. ``graph_replay``: raw replays per size and bucket (no host copies), evals/s;
+  5. ``forward_kinds``: eager vs BN-folded vs torch.compile'd graphs on 12x12;
+  6. ``server``: evals/s through shared memory with host copies, several clients;
+  7. ``selfplay``: ``selfplay.run --gpus 1`` end to end with b3c128nbt and all usable
+     cores: evals/s, playouts/s, samples/s (whole run and steady state);
+  8. ``train``: trainer samples/s (bf16 autocast, 16 sizes per step);
+  9. ``memory``: GPU memory of one server's graphs and of the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+log = logging.getLogger("nets.gpucheck")
+
+SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
+
+#: Dense bf16 tensor-core peak (FLOP/s) by device-name fragment, most specific first.
+BF16_PEAK = (
+    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
+    ("GH200", 989e12), ("B200", 2250e12), ("A100", 312e12), ("L40S", 362e12), ("L40", 181e12),
+    ("L4", 121e12), ("A10G", 70e12), ("A10", 125e12), ("RTX 4090", 165e12), ("RTX 3090", 71e12),
+)
+
+
+def bf16_peak(device_name: str) -> float | None:
+    """Dense bf16 peak FLOP/s of a device by name, or None if unknown."""
+    for frag, peak in BF16_PEAK:
+        if frag in device_name:
+            return peak
+    return None
+
+
+def mean_flops(config, sizes=SAIBLO) -> float:
+    """FLOPs of one evaluation averaged over board sizes (the Saiblo mix by default)."""
+    from nets.fused import flops_per_eval
+
+    return float(np.mean([flops_per_eval(config, h, w) for h, w in sizes]))
+
+
+def peak_fraction(evals_per_s: float, flops: float, peak: float | None) -> float | None:
+    return None if peak is None else round(evals_per_s * flops / peak, 4)
+
+
+def perturbed_model(preset: str, seed: int):
+    """A fresh eval-mode Net with random BatchNorm statistics and perturbed weights (so
+    BN folding and the self-check are not trivially exact)."""
+    from nets.config import get_preset
+    from nets.model import build_model
+
+    torch.manual_seed(seed)
+    m = build_model(get_preset(preset))
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.normal_(0, 0.3)
+                mod.running_var.uniform_(0.5, 2.0)
+                mod.weight.normal_(1.0, 0.2)
+                mod.bias.normal_(0.0, 0.2)
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return m.eval()
+
+
+def _emit(d: dict) -> None:
+    print(json.dumps(d), flush=True)
+
+
+def no_cuda_line() -> str:
+    build = "CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+    return json.dumps({"gpucheck": "skipped", "cuda": False,
+                       "reason": f"no CUDA device available (torch {torch.__version__}, {build}): "
+                                 "GPU checks and figures skipped"})
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_graphs(preset: str, sizes, max_batch: int):
+    """1. Capture and self-check every (size, bucket); returns the runner."""
+    from nets.cuda_runner import GraphRunner
+
+    model = perturbed_model(preset, 0)
+    t0 = time.perf_counter()
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max_batch)
+    runner.capture_all()
+    _emit({"check": "graphs", "ok": True, "preset": preset, "graphs": len(runner.graphs),
+           "sizes": len(runner.sizes), "buckets": list(runner.buckets),
+           "self_checks": len(runner.checks), "tolerance": vars(runner.tol),
+           "worst_policy_rel": round(max(c["policy_rel"] for c in runner.checks), 5),
+           "worst_wdl_abs": round(max(c["wdl_abs"] for c in runner.checks), 5),
+           "capture_s": round(runner.capture_seconds, 1), "seconds": round(time.perf_counter() - t0, 1)})
+    return runner
+
+
+def _reference(model, x: np.ndarray):
+    from nets.cuda_runner import exact_fp32
+
+    m = model.to("cuda:0").float().eval()
+    with torch.no_grad(), exact_fp32():
+        pol, val = m(torch.from_numpy(x).to("cuda:0").float())
+    return pol.flatten(1).cpu().numpy(), torch.softmax(val, 1).cpu().numpy()
+
+
+def _check_answers(client, model, sizes, tol, what: str) -> dict:
+    from nets.selfcheck import SelfCheckError, compare, random_planes
+
+    worst = {"policy_rel": 0.0, "wdl_abs": 0.0}
+    for i, (h, w) in enumerate(sizes):
+        x = random_planes(min(client.max_batch, 300 + 97 * i), 9, h, w, seed=100 + i)
+        pol, wdl = client.evaluate(x)
+        err = compare(pol, wdl, *_reference(model, x))
+        if not (err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs):
+            raise SelfCheckError(f"{what} on {h}x{w}: {err} exceeds {tol}")
+        for k in worst:
+            worst[k] = max(worst[k], round(err[k], 5))
+    return worst
+
+
+def check_servers_and_reload(preset: str, sizes, tmp: str) -> None:
+    """2 and 3: two pinned server processes; hot reload without re-capture."""
+    from nets import shm_queue as q
+    from nets.checkpoint import checkpoint_name, save_checkpoint
+    from nets.cuda_runner import tolerance_for
+    from nets.server import ServerConfig, load_model, request_shutdown, start_server
+
+    ctx = mp.get_context("spawn")
+    models = os.path.join(tmp, "models")
+    os.makedirs(models)
+    m1 = perturbed_model(preset, 1)
+    save_checkpoint(os.path.join(models, checkpoint_name(1)), m1, m1.config, 1)
+    second = "cuda:1" if torch.cuda.device_count() >= 2 else "cuda:0"
+    cfgs = [ServerConfig(device="cuda:0", model=models, reload_interval=0.2, sizes=sizes,
+                         max_forward_batch=1024),
+            ServerConfig(device=second, preset=preset, seed=5, sizes=sizes, max_forward_batch=1024)]
+    queues = [q.SharedQueue(ctx, 1, 1024, 9) for _ in cfgs]
+    procs = [start_server(ctx, sq.handles, cfg, name=f"gpucheck-server-{i}") for i, (sq, cfg)
+             in enumerate(zip(queues, cfgs))]
+    tol = tolerance_for(torch.bfloat16, "cuda")
+    try:
+        clients = [q.InferenceClient(sq.handles, 0, start_timeout=900) for sq in queues]
+        t0 = time.perf_counter()
+        clients[0].evaluate(np.zeros((1, 9, *sizes[0]), np.uint8))  # waits for start-up
+        clients[1].evaluate(np.zeros((1, 9, *sizes[0]), np.uint8))
+        startup = time.perf_counter() - t0
+        fresh, _, _ = load_model(cfgs[1], torch.device("cpu"))
+        worst = [_check_answers(clients[0], m1, sizes, tol, "server 0 (cuda:0)"),
+                 _check_answers(clients[1], fresh, sizes, tol, f"server 1 ({second})")]
+        hdr0 = clients[0].global_hdr
+        _emit({"check": "servers", "ok": True, "devices": ["cuda:0", second],
+               "captures": [int(c.global_hdr[q.G_CAPTURES]) for c in clients],
+               "startup_s": round(startup, 1), "worst": worst, "tolerance": vars(tol)})
+        captures = int(hdr0[q.G_CAPTURES])
+        m2 = perturbed_model(preset, 2)
+        t0 = time.perf_counter()
+        save_checkpoint(os.path.join(models, checkpoint_name(2)), m2, m2.config, 2)
+        x = np.zeros((1, 9, *sizes[0]), np.uint8)
+        while clients[0].model_version != 2:
+            if time.perf_counter() - t0 > 120:
+                raise RuntimeError("hot reload: version 2 not served within 120 s")
+            clients[0].evaluate(x)
+            time.sleep(0.05)
+        reload_s = time.perf_counter() - t0
+        worst2 = _check_answers(clients[0], m2, sizes, tol, "server 0 after hot reload")
+        recaptures = int(hdr0[q.G_CAPTURES]) - captures
+        if recaptures:
+            raise RuntimeError(f"hot reload re-captured {recaptures} graphs")
+        _emit({"check": "hot_reload", "ok": True, "recaptures": recaptures, "reload_s": round(reload_s, 2),
+               "worst": worst2})
+        for c in clients:
+            c.close()
+    finally:
+        for sq, p in zip(queues, procs):
+            request_shutdown(sq.handles)
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+            sq.close()
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def bench_replay(runner, seconds: float, peak) -> None:
+    """4. Raw replay evals/s per size and bucket."""
+    from nets.fused import flops_per_eval
+
+    for h, w in runner.sizes:
+        rates = {b: round(b * runner.replay_rate(h, w, b, seconds)) for b in runner.buckets}
+        best = max(rates, key=rates.get)
+        _emit({"bench": "graph_replay", "board": f"{h}x{w}", "evals_per_s": rates, "best_bucket": best,
+               "best_evals_per_s": rates[best],
+               "bf16_peak_fraction": peak_fraction(rates[best], flops_per_eval(runner.config, h, w), peak)})
+
+
+def bench_forward_kinds(preset: str, seconds: float, buckets=(1024, 4096), size=(12, 12)) -> None:
+    """5. Eager vs fused vs compiled graph replays (the server's `forward` choice)."""
+    from nets.cuda_runner import GraphRunner
+
+    model = perturbed_model(preset, 0)
+    out: dict = {}
+    for kind in ("eager", "fused", "compiled"):
+        try:
+            r = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=[size], max_batch=max(buckets), kind=kind)
+            out[kind] = {}
+            for b in buckets:
+                r._capture(*size, b)  # includes the self-check
+                out[kind][b] = round(b * r.replay_rate(*size, b, seconds))
+            del r
+        except Exception as e:  # noqa: BLE001 - a figure, not a check (e.g. no Triton for compile)
+            out[kind] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        torch.cuda.empty_cache()
+    ok = {k: v[max(buckets)] for k, v in out.items() if max(buckets) in v}
+    _emit({"bench": "forward_kinds", "board": f"{size[0]}x{size[1]}", "evals_per_s": out,
+           "fastest": max(ok, key=ok.get) if ok else None})
+
+
+def _bench_client(handles, slot, h, w, batch, seconds, out_q):
+    from nets.selfcheck import random_planes
+    from nets.shm_queue import InferenceClient
+
+    c = InferenceClient(handles, slot, start_timeout=900)
+    buf = c.planes_buffer(h, w)[:batch]
+    buf[...] = random_planes(batch, buf.shape[1], h, w, seed=slot)
+    c.evaluate(buf)  # start-up and warm-up
+    out_q.put(("ready", slot))
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        c.evaluate(buf)
+        n += batch
+    out_q.put(("done", n, time.perf_counter() - t0))
+
+
+def bench_server(preset: str, seconds: float, peak, clients: int = 6, batch: int = 2048,
+                 size=(12, 12)) -> None:
+    """6. evals/s through the server with host copies (clients in their own processes)."""
+    from nets import shm_queue as q
+    from nets.config import get_preset
+    from nets.fused import flops_per_eval
+    from nets.server import ServerConfig, request_shutdown, start_server
+
+    ctx = mp.get_context("spawn")
+    sq = q.SharedQueue(ctx, clients, batch, 9)
+    cfg = ServerConfig(device="cuda:0", preset=preset, sizes=(size,), max_forward_batch=2 * batch)
+    proc = start_server(ctx, sq.handles, cfg, name="gpucheck-bench-server")
+    out_q = ctx.Queue()
+    cps = [ctx.Process(target=_bench_client, args=(sq.handles, s, *size, batch, seconds, out_q))
+           for s in range(clients)]
+    try:
+        for p in cps:
+            p.start()
+        res = [out_q.get(timeout=900) for _ in range(2 * clients)]
+        done = [r for r in res if r[0] == "done"]
+        n = sum(r[1] for r in done)
+        dt = max(r[2] for r in done)
+        eps = n / dt
+        _emit({"bench": "server", "board": f"{size[0]}x{size[1]}", "clients": clients, "batch": batch,
+               "evals_per_s": round(eps),
+               "bf16_peak_fraction": peak_fraction(eps, flops_per_eval(get_preset(preset), *size), peak)})
+    finally:
+        for p in cps:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+        request_shutdown(sq.handles)
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+        sq.close()
+
+
+_STATUS = re.compile(r"selfplay\.run:\s+(\d+)s games (\d+)\s+samples (\d+) \(([\d.]+)/s\)\s+evals (\d+)/s")
+
+
+def steady_rates(stdout: str) -> dict | None:
+    """Steady-state samples/s and evals/s between the last two status lines of a
+    selfplay.run log (each line holds cumulative averages since the start)."""
+    pts = [(int(m[1]), int(m[3]), int(m[5])) for m in _STATUS.finditer(stdout)]
+    if len(pts) < 2:
+        return None
+    (t1, s1, e1), (t2, s2, e2) = pts[-2], pts[-1]
+    if t2 <= t1:
+        return None
+    return {"from_s": t1, "to_s": t2, "samples_per_s": round((s2 - s1) / (t2 - t1), 1),
+            "evals_per_s": round((e2 * t2 - e1 * t1) / (t2 - t1))}
+
+
+def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") -> None:
+    """7. selfplay.run --gpus 1 end to end (start-up, i.e. capture, included in 'seconds')."""
+    from nets.config import get_preset
+
+    out = os.path.join(tmp, "selfplay")
+    cmd = [sys.executable, "-m", "selfplay.run", "--gpus", "1", "--preset", preset, "--time", str(seconds),
+           "--out", out, "--status-every", "15", "--samples-per-shard", "100000"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"selfplay.run exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+    summ = json.loads(lines[-1])
+    summ.pop("shards", None)
+    steady = steady_rates(proc.stderr)  # status lines are log lines (stderr)
+    flops = mean_flops(get_preset(preset))
+    _emit({"bench": "selfplay", "preset": preset, "usable_cores": len(os.sched_getaffinity(0)),
+           "wall_s": round(time.perf_counter() - t0, 1), **summ, "steady": steady,
+           "bf16_peak_fraction": peak_fraction((steady or summ)["evals_per_s"], flops, peak)})
+
+
+def bench_train(peak, per_sizes=(16, 128), preset: str = "b3c128nbt") -> None:
+    """8. Trainer samples/s on CUDA (fwd + bwd = 3x the forward FLOPs)."""
+    from nets.config import get_preset
+    from nets.train import bench
+
+    for per_size in per_sizes:
+        r = bench(preset, 20, per_size, list(SAIBLO), device="cuda:0")
+        r["bf16_peak_fraction"] = peak_fraction(r["samples_per_s"], 3 * mean_flops(get_preset(preset)), peak)
+        _emit(r)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m nets.gpucheck", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="b3c128nbt", help="network preset (default b3c128nbt)")
+    ap.add_argument("--max-batch", type=int, default=4096, help="largest bucket of the graph check (4096)")
+    ap.add_argument("--selfplay-seconds", type=float, default=240.0,
+                    help="selfplay.run --time, start-up included (240)")
+    ap.add_argument("--replay-seconds", type=float, default=0.05, help="timed seconds per replay figure (0.05)")
+    ap.add_argument("--quick", action="store_true", help="two board sizes and short figures (smoke test)")
+    ap.add_argument("--skip-selfplay", action="store_true", help="skip the end-to-end self-play figure")
+    ap.add_argument("--skip-train", action="store_true", help="skip the trainer figure")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(no_cuda_line(), flush=True)
+        return 0
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[gpucheck] %(message)s")
+    t_start = time.perf_counter()
+    sizes = ((12, 12), (9, 10)) if args.quick else SAIBLO
+    name = torch.cuda.get_device_name(0)
+    peak = bf16_peak(name)
+    free, total = torch.cuda.mem_get_info(0)
+    _emit({"gpucheck": "start", "device": name, "devices": torch.cuda.device_count(),
+           "torch": torch.__version__, "cuda": torch.version.cuda, "bf16_peak_tflops": peak and peak / 1e12,
+           "memory_total_mb": round(total / 2**20), "usable_cores": len(os.sched_getaffinity(0))})
+    step = "graphs"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runner = check_graphs(args.preset, sizes, args.max_batch)
+            graphs_mb = torch.cuda.memory_reserved(0) / 2**20
+            step = "servers"
+            check_servers_and_reload(args.preset, ((12, 12), (9, 10)), tmp)
+            step = "graph_replay"
+            bench_replay(runner, args.replay_seconds, peak)
+            _emit({"bench": "memory", "one_server_graphs_reserved_mb": round(graphs_mb, 1),
+                   "max_allocated_mb": round(torch.cuda.max_memory_allocated(0) / 2**20, 1),
+                   "device_free_mb": round(torch.cuda.mem_get_info(0)[0] / 2**20)})
+            del runner
+            torch.cuda.empty_cache()
+            step = "forward_kinds"
+            bench_forward_kinds(args.preset, args.replay_seconds * 4)
+            step = "server"
+            bench_server(args.preset, 3.0 if args.quick else 10.0, peak)
+            if not args.skip_selfplay:
+                step = "selfplay"
+                bench_selfplay(60.0 if args.quick else args.selfplay_seconds, peak, tmp, args.preset)
+            if not args.skip_train:
+                step = "train"
+                bench_train(peak, (16,) if args.quick else (16, 128), args.preset)
+    except Exception as e:  # noqa: BLE001 - report any failure as the check's result
+        log.exception("%s failed", step)
+        _emit({"check": step, "ok": False, "error": f"{type(e).__name__}: {e}"})
+        _emit({"gpucheck": "failed", "step": step, "seconds": round(time.perf_counter() - t_start, 1)})
+        return 1
+    _emit({"gpucheck": "passed", "seconds": round(time.perf_counter() - t_start, 1)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
