@@ -22,7 +22,7 @@ from c4fast.config import SearchConfig
 from c4fast.players import bots
 from c4fast.protocols import Player
 
-__all__ = ["SPEC_FORMS", "make_player", "parse_net_spec"]
+__all__ = ["SPEC_FORMS", "make_player", "parse_net_spec", "split_net_spec"]
 
 SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECONDS[:MAX_DEPTH]] | "
               "solver | net:PATH[:N|:policy|:SECONDSs]")
@@ -50,14 +50,22 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
     return _make_bot(spec, seed)
 
 
+def split_net_spec(spec: str) -> tuple[str, str]:
+    """``net:PATH[:BUDGET]`` -> (PATH, BUDGET or ""), BUDGET being ``N``, ``policy`` or ``Ts``
+    (a PATH may itself hold colons). No checks beyond the split."""
+    rest = spec[4:]
+    head, _, tail = rest.rpartition(":")
+    if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_float(tail[:-1]))):
+        return head, tail
+    return rest, ""
+
+
 def parse_net_spec(spec: str) -> tuple[str, int, float]:
     """``net:PATH[:N|:policy|:Ts]`` -> (path, playouts, seconds); ValueError if malformed
     or if PATH does not exist."""
-    rest = spec[4:]
+    rest, tail = split_net_spec(spec)
     playouts, seconds = 200, 0.0
-    head, _, tail = rest.rpartition(":")
-    if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_float(tail[:-1]))):
-        rest = head
+    if tail:
         if tail == "policy":
             playouts = 0
         elif tail.endswith("s"):

@@ -491,8 +491,6 @@ def main(argv=None) -> int:
             return 2
         print(json.dumps(out))
         return 0
-    if args.per_size is None:
-        args.per_size = TrainConfig.per_size
     try:
         if not args.paths and not run.follow:
             raise ValueError("give shard paths and/or --follow DIR")

@@ -7,7 +7,7 @@ cancel. Pairs run in parallel processes; every game is appended to a JSON-lines 
 the format selfplay.elo reads. Prints a results table with the score of player A and
 its 95 % confidence interval.
 
-Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (selfplay.bots),
+Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (c4fast.players via nets.players.make_player),
 ``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
 (raw policy only), ``net:PATH:1.5s`` (time budget). PATH is a .pt checkpoint, a
 directory of checkpoints (the newest is used) or a .npz numpy export.

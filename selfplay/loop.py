@@ -25,7 +25,6 @@ Flags override the preset; on resume, the stored config plus the flags given now
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import logging
@@ -46,26 +45,9 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write_json, die_with_pa
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
 from selfplay.config import RunConfig, SelfPlayConfig
+from selfplay.evaluation import EvalConfig, rate_checkpoint
 
 log = logging.getLogger("selfplay.loop")
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalConfig:
-    """The loop's periodic evaluation of the newest checkpoint."""
-
-    every_min: float = field(default=10.0, metadata=opt("minutes between evaluations"))
-    pairs: int = field(default=8, metadata=opt("game pairs (colours swapped) per anchor"))
-    playouts: int = field(default=100, metadata=opt("MCGS playouts per move of the net"))
-    anchors: tuple[str, ...] = field(default=("random", "greedy", "uct:500"),
-                                     metadata=opt("anchor player specs, comma separated"))
-    workers: int = field(default=1, metadata=opt("arena processes"))
-
-    def __post_init__(self):
-        if not (math.isfinite(self.every_min) and self.every_min > 0):
-            raise ValueError(f"eval.every_min must be > 0, got {self.every_min}")
-        if self.pairs < 1 or self.playouts < 1 or self.workers < 1 or not self.anchors:
-            raise ValueError("eval.pairs, eval.playouts, eval.workers must be >= 1 and anchors non-empty")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,44 +232,16 @@ class Loop:
     def evaluate_new(self) -> bool:
         """Evaluate the newest checkpoint if it is not rated yet; True if one was."""
         from nets.checkpoint import latest_checkpoint
-        from selfplay.arena import play_match
-        from selfplay.elo import fit_ratings, load_records
 
         path = latest_checkpoint(self.models)
         if path is None or path in self.state["evaluated"]:
             return False
-        ev = self.cfg.eval
-        step = int(os.path.basename(path)[6:14])
-        spec = f"net:{path}:{ev.playouts}"
-        t0 = time.monotonic()
-        sizes = parse_sizes(self.cfg.sizes)
-        forbidden = self.cfg.selfplay.selfplay.forbidden_cell
-        for anchor in ev.anchors:
-            play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=self.cfg.seed * 1_000_003 + step,
-                       out_path=self.arena, sizes=sizes, forbidden=forbidden)
+        elo = rate_checkpoint(path, self.cfg.eval, parse_sizes(self.cfg.sizes),
+                              self.cfg.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
+                              self._count_samples(), self.state["elapsed"] + self._run_time())
         self.state["evaluated"].append(path)
-        try:
-            ratings = fit_ratings(load_records([self.arena]), anchor="random" if "random" in ev.anchors else None,
-                                  prior_games=1.0)
-        except ValueError as e:
-            log.warning("rating fit failed: %s", e)
-            return True
-        atomic_write_json(os.path.join(self.dir, "ratings.json"), ratings.to_dict())
-        lo, hi = ratings.interval(spec)
-        elo = ratings.elo[spec]
-        self.state["latest_elo"] = {"step": step, "elo": round(elo, 1), "lo": round(lo, 1), "hi": round(hi, 1)}
-        curve = os.path.join(self.dir, "elo_curve.csv")
-        new = not os.path.exists(curve)
-        with open(curve, "a", newline="") as f:
-            w = csv.writer(f)
-            if new:
-                w.writerow(["step", "samples", "wall_s", "elo", "elo_lo", "elo_hi", "checkpoint"])
-            w.writerow([step, self._count_samples(), round(self.state["elapsed"] + self._run_time(), 1),
-                        round(elo, 1), round(lo, 1), round(hi, 1), path])
-            f.flush()
-            os.fsync(f.fileno())
-        log.info("evaluated step %d in %.0fs: Elo %.0f [%.0f, %.0f] (interval width %.0f) vs %s",
-                 step, time.monotonic() - t0, elo, lo, hi, hi - lo, ", ".join(ev.anchors))
+        if elo is not None:
+            self.state["latest_elo"] = elo
         return True
 
     def _run_time(self) -> float:

@@ -1,4 +1,4 @@
-"""The baseline players of selfplay.bots: tactics, legality, determinism, strength."""
+"""The baseline players of c4fast.players.bots: tactics, legality, determinism, strength."""
 
 from __future__ import annotations
 

@@ -84,6 +84,10 @@ def start_run(tmp_path, *extra):
     return proc, status
 
 
+def first_shard(d: Path) -> bool:
+    return d.is_dir() and any(n.endswith(".h5") for n in os.listdir(d))
+
+
 def pids_of(status: Path) -> list[int]:
     st = json.loads(status.read_text())
     return st["worker_pids"] + st["server_pids"]
@@ -106,7 +110,7 @@ def test_a_signal_to_the_group_is_a_clean_stop(tmp_path, sig):
     process group: every finished game reaches disk, nothing leaks."""
     before = shm_entries()
     proc, status = start_run(tmp_path)
-    wait_for(lambda: list_shards([tmp_path / "d"]) and status.exists(), what="a first shard")
+    wait_for(lambda: first_shard(tmp_path / "d") and status.exists(), what="a first shard")
     pids = pids_of(status)
     os.killpg(proc.pid, sig)
     out, err = proc.communicate(timeout=300)
@@ -123,7 +127,7 @@ def test_a_signal_to_the_group_is_a_clean_stop(tmp_path, sig):
 def test_kill9_of_the_run_leaves_no_orphan_and_no_shared_memory(tmp_path):
     before = shm_entries()
     proc, status = start_run(tmp_path)
-    wait_for(lambda: list_shards([tmp_path / "d"]) and status.exists(), what="a first shard")
+    wait_for(lambda: first_shard(tmp_path / "d") and status.exists(), what="a first shard")
     pids = pids_of(status)
     proc.kill()
     proc.communicate(timeout=60)
@@ -160,7 +164,8 @@ def test_a_worker_that_keeps_failing_ends_the_run(tmp_path):
     """The shard directory disappears under the run (a lost disk): workers fail on every
     write; restarts are bounded and the run exits 1 with the reason."""
     proc, status = start_run(tmp_path, "--max-restarts", "2", "--samples-per-shard", "1")
-    wait_for(lambda: list_shards([tmp_path / "d"]), what="a first shard")
+    d = tmp_path / "d"
+    wait_for(lambda: d.is_dir() and any(n.endswith(".h5") for n in os.listdir(d)), what="a first shard")
     os.rename(tmp_path / "d", tmp_path / "gone")  # atomic, unlike deleting while workers write
     (tmp_path / "d").write_text("not a directory any more")
     out, err = proc.communicate(timeout=300)

@@ -1,4 +1,4 @@
-"""The exact solver (selfplay.solver) against Pascal Pons's benchmark scores, a plain
+"""The exact solver (c4fast.players.solver) against Pascal Pons's benchmark scores, a plain
 brute-force negamax on small boards with forbidden cells, and its command lines."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Two engines share those rules:
 * **multi-word** (any size up to 12x12): the three-word layout of
   :mod:`c4fast.bitboard`, keyed by the Zobrist hash of the record (64 bits).  The same
   search, depth-limited with a static evaluation at the horizon, is the engine of
-  :class:`selfplay.bots.AlphaBetaPlayer`; with an unlimited depth it is exact.
+  :class:`c4fast.players.bots.AlphaBetaPlayer`; with an unlimited depth it is exact.
 
 Both run entirely in Numba ``njit`` code; Python only converts the root position.
 

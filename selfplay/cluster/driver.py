@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
 import json
 import logging
@@ -436,36 +435,16 @@ class ClusterRun:
     def evaluate_new(self) -> None:
         """Arena games of the newest checkpoint against the preset's anchors; Elo fit."""
         from nets.checkpoint import latest_checkpoint
-        from selfplay.arena import play_match
-        from selfplay.elo import fit_ratings, load_records
         from c4fast.game import parse_sizes
+        from selfplay.evaluation import rate_checkpoint
 
         path = latest_checkpoint(self.models)
         if path is None or path in self.state["evaluated"]:
             return
-        c = self.preset.eval
-        step = int(os.path.basename(path)[6:-3])
-        spec = f"net:{path}:{c.playouts}"
-        t0 = time.monotonic()
-        sizes = parse_sizes(self.cfg.sizes)
-        for anchor in c.anchors:
-            play_match(spec, anchor, c.pairs, workers=1, seed=step, out_path=self.arena, sizes=sizes,
-                       forbidden=self.preset.selfplay.selfplay.forbidden_cell)
+        rate_checkpoint(path, self.preset.eval, parse_sizes(self.cfg.sizes),
+                        self.preset.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
+                        count_samples([self.data])[1], self.state["elapsed"] + self._run_time())
         self.state["evaluated"].append(path)
-        ratings = fit_ratings(load_records([self.arena]), anchor="random" if "random" in c.anchors else None,
-                              prior_games=1.0)
-        atomic_write_json(os.path.join(self.dir, "ratings.json"), ratings.to_dict())
-        lo, hi = ratings.interval(spec)
-        curve = os.path.join(self.dir, "elo_curve.csv")
-        new = not os.path.exists(curve)
-        with open(curve, "a", newline="") as f:
-            w = csv.writer(f)
-            if new:
-                w.writerow(["step", "samples", "wall_s", "elo", "elo_lo", "elo_hi", "checkpoint"])
-            w.writerow([step, count_samples([self.data])[1], round(self.state["elapsed"] + self._run_time(), 1),
-                        round(ratings.elo[spec], 1), round(lo, 1), round(hi, 1), path])
-        log.info("evaluated step %d in %.0f s: Elo %.0f [%.0f, %.0f] vs %s", step, time.monotonic() - t0,
-                 ratings.elo[spec], lo, hi, ", ".join(c.anchors))
 
     def _evaluate_safely(self) -> None:
         try:

@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 
 import c4fast
-from nets.players import make_player
+from nets.players import make_player, split_net_spec
 from selfplay.web.games import BadRequest
 
 log = logging.getLogger("selfplay.web")
@@ -38,19 +38,7 @@ def policy_spec(spec: str) -> str | None:
     """The raw-policy spec (``net:PATH:policy``) of a network spec, None for other engines."""
     if not spec.startswith("net:"):
         return None
-    rest = spec[4:]
-    head, _, tail = rest.rpartition(":")
-    if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_number(tail[:-1]))):
-        rest = head
-    return f"net:{rest}:policy"
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
+    return f"net:{split_net_spec(spec)[0]}:policy"
 
 
 def _expected(wdl) -> float:

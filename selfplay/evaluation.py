@@ -1,0 +1,81 @@
+"""The periodic evaluation of a training run: the newest checkpoint against fixed anchors.
+
+Shared by ``selfplay.loop`` and ``selfplay.cluster``: paired arena games of the net (MCGS
+at ``EvalConfig.playouts``) against each anchor, appended to ``DIR/arena/games.jsonl``; an
+Elo fit over every game so far (Davidson–Bradley–Terry with first-move advantage,
+anchored at ``random`` when it is an anchor) written to ``DIR/ratings.json``; one row per
+checkpoint in ``DIR/elo_curve.csv`` (step, samples, run seconds, Elo and its 95 % interval).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import logging
+import math
+import os
+import time
+from dataclasses import field
+
+from c4fast.cli import opt
+from c4fast.runtime import atomic_write_json
+
+log = logging.getLogger("selfplay.evaluation")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """The loop's periodic evaluation of the newest checkpoint."""
+
+    every_min: float = field(default=10.0, metadata=opt("minutes between evaluations"))
+    pairs: int = field(default=8, metadata=opt("game pairs (colours swapped) per anchor"))
+    playouts: int = field(default=100, metadata=opt("MCGS playouts per move of the net"))
+    anchors: tuple[str, ...] = field(default=("random", "greedy", "uct:500"),
+                                     metadata=opt("anchor player specs, comma separated"))
+    workers: int = field(default=1, metadata=opt("arena processes"))
+
+    def __post_init__(self):
+        if not (math.isfinite(self.every_min) and self.every_min > 0):
+            raise ValueError(f"eval.every_min must be > 0, got {self.every_min}")
+        if self.pairs < 1 or self.playouts < 1 or self.workers < 1 or not self.anchors:
+            raise ValueError("eval.pairs, eval.playouts, eval.workers must be >= 1 and anchors non-empty")
+
+
+
+def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int, run_dir: str,
+                    samples: int, run_seconds: float) -> dict | None:
+    """Play `path` against the anchors and refit; returns ``{step, elo, lo, hi, width}`` or
+    None when the ratings cannot be fitted yet (the games are kept either way)."""
+    from selfplay.arena import play_match
+    from selfplay.elo import fit_ratings, load_records
+
+    arena = os.path.join(run_dir, "arena", "games.jsonl")
+    os.makedirs(os.path.dirname(arena), exist_ok=True)
+    step = int(os.path.basename(path)[6:-3])
+    spec = f"net:{path}:{ev.playouts}"
+    t0 = time.monotonic()
+    for anchor in ev.anchors:
+        play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=seed * 1_000_003 + step, out_path=arena,
+                   sizes=sizes, forbidden=forbidden)
+    try:
+        ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else None,
+                              prior_games=1.0)
+    except ValueError as e:
+        log.warning("rating fit failed: %s", e)
+        return None
+    atomic_write_json(os.path.join(run_dir, "ratings.json"), ratings.to_dict())
+    lo, hi = ratings.interval(spec)
+    elo = ratings.elo[spec]
+    curve = os.path.join(run_dir, "elo_curve.csv")
+    new = not os.path.exists(curve)
+    with open(curve, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(["step", "samples", "wall_s", "elo", "elo_lo", "elo_hi", "checkpoint"])
+        w.writerow([step, samples, round(run_seconds, 1), round(elo, 1), round(lo, 1), round(hi, 1), path])
+        f.flush()
+        os.fsync(f.fileno())
+    log.info("evaluated step %d in %.0fs: Elo %.0f [%.0f, %.0f] (interval width %.0f) vs %s",
+             step, time.monotonic() - t0, elo, lo, hi, hi - lo, ", ".join(ev.anchors))
+    return {"step": step, "elo": round(elo, 1), "lo": round(lo, 1), "hi": round(hi, 1),
+            "width": round(hi - lo, 1)}
