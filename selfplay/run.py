@@ -78,9 +78,12 @@ def validate(cfg: RunConfig) -> None:
         path = latest_checkpoint(cfg.model) if os.path.isdir(cfg.model) else cfg.model
         if path is not None:
             try:
-                load_checkpoint(path)
+                _, net_config, _ = load_checkpoint(path)
             except CheckpointError as e:
                 raise UsageError(f"--model: {e}") from None
+            if cfg.preset is not None and cfg.preset != net_config.name:
+                raise UsageError(f"--preset {cfg.preset} conflicts with --model, a {net_config.name!r} net "
+                                 "(the checkpoint decides the net; drop --preset)")
     # --out must be creatable and writable; create nothing if it is not
     out = os.path.abspath(cfg.out)
     parent = out

@@ -157,9 +157,14 @@ def bundle(out_zip: str, model: str, seconds: float) -> str:
     import tempfile
     import zipfile
 
+    from c4fast.runtime import atomic_write
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not os.path.exists(model):
         raise FileNotFoundError(f"model {model!r} not found")
+    parent = os.path.dirname(os.path.abspath(out_zip))
+    if os.path.isdir(out_zip) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise FileNotFoundError(f"--bundle {out_zip!r}: not a writable file path (checked before building)")
     with tempfile.TemporaryDirectory() as tmp:
         stage = os.path.join(tmp, "bundle")
         os.makedirs(stage)
@@ -192,11 +197,15 @@ def bundle(out_zip: str, model: str, seconds: float) -> str:
         if warm.returncode != 0:
             raise RuntimeError(f"bundle self-test failed: {warm.stderr.strip()[-500:]}")
         out_zip = os.path.abspath(out_zip)
-        with zipfile.ZipFile(out_zip, "w", zipfile.ZIP_DEFLATED) as z:
-            for d, _, files in os.walk(stage):
-                for f in sorted(files):
-                    full = os.path.join(d, f)
-                    z.write(full, os.path.relpath(full, stage))
+
+        def write(fh):
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
+                for d, _, files in os.walk(stage):
+                    for f in sorted(files):
+                        full = os.path.join(d, f)
+                        z.write(full, os.path.relpath(full, stage))
+
+        atomic_write(out_zip, write)  # a killed build never leaves a half archive
     return out_zip
 
 
