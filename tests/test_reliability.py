@@ -75,12 +75,31 @@ def leaked(before: set[str]) -> set[str]:
     return (shm_entries() - before) - in_use()
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_runs():
+    """Whatever a test does (or fails to do), its runs end with it."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.communicate(timeout=60)
+
+
 def start_run(tmp_path, *extra):
+    """selfplay.run in its own process group, capped at 15 minutes in any case."""
     status = tmp_path / "status.json"
     cmd = [sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "d"), *SMALL,
-           "--status-file", str(status), *extra]
+           "--status-file", str(status), "--time", "900", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    _STARTED.append(proc)
     return proc, status
 
 
@@ -190,7 +209,9 @@ def test_kill9_of_the_loop_takes_its_children_and_the_same_command_resumes(tmp_p
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "selfplay.loop", "--preset", "dummy", "--dir", str(run), "--sizes", "6x7",
            "--minutes", "30"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _STARTED.append(proc)
     status = run / "logs" / "selfplay_status.json"
     wait_for(lambda: list((run / "train" / "models").glob("model_*.pt")) and status.exists(),
              what="a first checkpoint")
