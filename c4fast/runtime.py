@@ -24,7 +24,7 @@ from typing import Any, Callable, IO
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
            "remove_stale_temps", "raise_on_interrupt", "setup_logging", "start_resource_tracker",
-           "die_with_parent", "DirLock", "LockedError", "LOG_FORMAT"]
+           "die_with_parent", "DirLock", "LockedError", "forget_handled_interrupt", "LOG_FORMAT"]
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
 
@@ -122,6 +122,16 @@ def raise_on_interrupt() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
+
+
+def forget_handled_interrupt() -> None:
+    """Make a KeyboardInterrupt that was caught and handled not turn the exit code into
+    -SIGINT. CPython sets an internal "unhandled KeyboardInterrupt" flag when the exception
+    passes through code run by ``exec`` of a string (dataclasses, Numba and torch generate
+    such code), and ``python -m`` then exits by re-raising SIGINT even though the program
+    caught the exception and stopped cleanly. Running any string through ``exec`` clears
+    the flag; call this right before a clean exit after an interrupt."""
+    exec("pass", {})
 
 
 def start_resource_tracker() -> None:

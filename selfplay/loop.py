@@ -41,7 +41,7 @@ from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, con
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, die_with_parent,
-                            raise_on_interrupt, setup_logging)
+                            forget_handled_interrupt, raise_on_interrupt, setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
 from selfplay.config import RunConfig, SelfPlayConfig
@@ -308,6 +308,8 @@ class Loop:
             interrupted = True
             log.info("interrupted: stopping self-play and the trainer (the same command resumes)")
         finally:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut
+                signal.signal(sig, signal.SIG_IGN)                      # the clean-up short
             run_time = self._run_time()
             self._stop_children()
             self.state["elapsed"] += run_time
@@ -377,6 +379,7 @@ def main(argv=None) -> int:
         log.error("%s", e)
         return 1
     print(json.dumps(summary), flush=True)
+    forget_handled_interrupt()
     return 0
 
 

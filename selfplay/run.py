@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, raise_on_interrupt, remove_stale_temps,
-                            setup_logging, start_resource_tracker)
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, forget_handled_interrupt, raise_on_interrupt,
+                            remove_stale_temps, setup_logging, start_resource_tracker)
 from selfplay.config import RunConfig, default_node_tag
 
 log = logging.getLogger("selfplay.run")
@@ -327,6 +327,7 @@ def main(argv=None) -> int:
         log.error("%s", e)
         return 2
     print(json.dumps(summary), flush=True)
+    forget_handled_interrupt()
     if "error" in summary:
         log.error("%s", summary["error"])
         return 1

@@ -130,6 +130,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 def _writable(d):
     probe = os.path.join(d, "c4fast", "__pycache__", ".w%d" % os.getpid())
     try:
+        os.makedirs(os.path.dirname(probe), exist_ok=True)
         open(probe, "w").close()
         os.remove(probe)
         return True
