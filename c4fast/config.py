@@ -111,18 +111,22 @@ class EndgameConfig:
     ================== ========= ========================================================
     field              default   meaning
     ================== ========= ========================================================
-    max_empty          24        solve when empty cells <= this (0: never); measured on
-                                 Saiblo boards: docs/ARCHITECTURE.md, "Play-time strength"
+    max_empty          20        solve when empty cells <= this (0: never). Measured on
+                                 Pons's balanced 6x7 positions (loaded 2-core machine):
+                                 90 % of solves take <= 0.017 s at 16..19 empty cells,
+                                 <= 0.09 s at 20..23, <= 0.67 s at 24..27, so at 20 the
+                                 solve fits the 0.1 s share of a 0.2 s move (wider Saiblo
+                                 boards branch more: margin kept)
     share              0.5       share of a per-move time budget the solve may use
-    nodes              2000000   node budget of the solve under a playout budget (no
+    nodes              200000    node budget of the solve under a playout budget (no
                                  clock involved, so such players stay deterministic)
     tt_log2            20        log2 of the solver's transposition table entries (16 B each)
     ================== ========= ========================================================
     """
 
-    max_empty: int = 24
+    max_empty: int = 20
     share: float = 0.5
-    nodes: int = 2_000_000
+    nodes: int = 200_000
     tt_log2: int = 20
 
     def __post_init__(self):

@@ -200,7 +200,7 @@ def forced_win_positions(k, count, seed, height=6, width=7):
 
 @pytest.mark.parametrize("k,playouts", [(1, 20), (2, 300), (3, 3000)])
 def test_forced_wins_are_proven_and_played(k, playouts):
-    for game in forced_win_positions(k, 4, seed=k):
+    for game in forced_win_positions(k, 4 if k < 3 else 2, seed=k):
         gs = search(game, playouts, UniformEvaluator(), leaves_per_step=8)
         assert gs.root_proof() == "win", repr(game)
         assert gs.playouts() <= playouts  # the search stops once the root is proven
@@ -235,8 +235,7 @@ def test_proofs_agree_with_the_exact_solver_and_losses_are_avoided():
             s = solver.solve(g)
             assert gs.root_proof() == ("win" if s > 0 else "draw" if s == 0 else "loss")
         proven = gs.root_proven()
-        if any(v == "loss" for v in proven.values()) and not all(
-                proven.get(c) == "loss" for c in g.legal_moves()):
+        if any(v == "loss" for v in proven.values()) and gs.root_proof() != "loss":
             assert proven.get(gs.best_move()) != "loss", repr(g)
             avoided += 1
     assert seen["win"] and seen["loss"] and avoided  # the property was exercised
