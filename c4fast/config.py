@@ -112,7 +112,8 @@ class EndgameConfig:
     field              default   meaning
     ================== ========= ========================================================
     max_empty          20        solve when empty cells <= this (0: never). Measured on
-                                 Pons's balanced 6x7 positions (loaded 2-core machine):
+                                 Pons's balanced 6x7 positions (``python -m c4fast.bench
+                                 endgame``, loaded 2-core machine):
                                  90 % of solves take <= 0.017 s at 16..19 empty cells,
                                  <= 0.09 s at 20..23, <= 0.67 s at 24..27, so at 20 the
                                  solve fits the 0.1 s share of a 0.2 s move (wider Saiblo

@@ -15,13 +15,20 @@ from nets.netplayer import NetPlayer
 
 
 def random_endgames(count, empty, seed, height=6, width=7, forbidden=None):
-    """Random-play positions with `empty` empty cells, still running."""
+    """Positions with `empty` empty cells, still running: random moves, avoiding those that
+    end the game while another one does not (so the board fills up)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
         g = c4fast.Game(height, width, forbidden)
         while g.result is None and empty_cells(g) > empty:
-            g.play(int(rng.choice(g.legal_moves())))
+            quiet = []
+            for c in g.legal_moves():
+                g2 = g.copy()
+                g2.play(c)
+                if g2.result is None:
+                    quiet.append(c)
+            g.play(int(rng.choice(quiet or g.legal_moves())))
         if g.result is None:
             out.append(g)
     return out
@@ -79,12 +86,12 @@ def test_net_player_solves_endgames_exactly():
 
 
 def test_net_player_falls_back_to_the_search():
-    g = random_endgames(1, 16, seed=3)[0]
-    p = player(max_empty=16, nodes=1)  # the solve cannot finish
+    g = c4fast.Game.from_moves(6, 7, None, [3, 3, 2])
+    p = player(max_empty=40, nodes=1)  # the solve cannot finish
     col = p.choose(g)
     a = p.analysis()
     assert a["solved"] is False and a["playouts"] >= 1 and col in g.legal_moves()
-    p = player(max_empty=10)  # above the threshold: no solve at all
+    p = player(max_empty=20)  # above the threshold: no solve at all
     p.choose(g)
     assert p.analysis()["solved"] is False and "proven" in p.analysis()
 

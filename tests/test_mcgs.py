@@ -242,10 +242,16 @@ def test_proofs_agree_with_the_exact_solver_and_losses_are_avoided():
 
 
 def test_proven_nodes_are_consistent_with_their_children():
-    game = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 2, 5, 1, 0, 6, 6])
+    rng = np.random.default_rng(11)
+    game = c4fast.Game(6, 7)
+    while game.ply < 16 or game.result is not None:
+        game = c4fast.Game(6, 7)
+        while game.result is None and game.ply < 16:
+            game.play(int(rng.choice(game.legal_moves())))
     gs = search(game, 2000, UniformEvaluator(), leaves_per_step=8, sensible=False)
     g = gs.graph
     n = gs.num_nodes
+    assert (g.proof[:n] != PROOF_NONE).sum() > (g.terminal[:n] != 0).sum()  # exercised
     flip = {1: 3, 3: 1, 2: 2}
     for i in range(n):
         if g.terminal[i] or g.first_edge[i] < 0 or g.proof[i] == PROOF_NONE:
