@@ -4,6 +4,7 @@
     python -m c4fast.bench search    # playouts/s of the batched MCTS and of MCGS
     python -m c4fast.bench bots      # choose() calls/s of the baseline bots
     python -m c4fast.bench solver    # exact 6x7 solver positions/s on Pons's files
+    python -m c4fast.bench endgame   # budgeted endgame solve time by empty cells (EndgameConfig.max_empty)
 
 Figures are for one core (Numba kernels are single-threaded). Every line is a JSON
 object whose ``"bench"`` key names it (the convention of every c4fast benchmark;
@@ -179,8 +180,36 @@ def bench_solver(seconds: float, seed: int, files=None, limit: int | None = 200)
     return out
 
 
+def bench_endgame(limit: int = 150, cap_nodes: int = 3_000_000) -> dict:
+    """Seconds of the net player's exact endgame solve (:class:`EndgameSolver`, cold table)
+    by empty cells, on Pons's balanced 6x7 positions: median, 90th percentile, maximum,
+    and how many finished within `cap_nodes`. Chooses ``EndgameConfig.max_empty``."""
+    from c4fast.players import solver as sv
+    from c4fast.players.endgame import EndgameSolver, empty_cells
+
+    es = EndgameSolver(20)
+    es.solve(sv.pons_game("4455443"), nodes=cap_nodes)  # compile outside the timings
+    rows: dict = {}
+    for name in ("Test_L1_R1", "Test_L2_R1", "Test_L2_R2"):
+        for moves, _ in sv.read_pons_file(sv.PONS_DIR / name, limit=limit):
+            g = sv.pons_game(moves)
+            es.clear()
+            t0 = time.perf_counter()
+            res = es.solve(g, nodes=cap_nodes)
+            rows.setdefault(empty_cells(g) // 4 * 4, []).append((time.perf_counter() - t0, res is not None))
+    out: dict = {"bench": "endgame", "cap_nodes": cap_nodes, "by_empty": {}}
+    for b in sorted(rows):
+        ts = sorted(t for t, _ in rows[b])
+        out["by_empty"][f"{b}..{b + 3}"] = {
+            "positions": len(ts), "finished": sum(ok for _, ok in rows[b]),
+            "median_s": round(ts[len(ts) // 2], 4), "p90_s": round(ts[int(0.9 * (len(ts) - 1))], 4),
+            "max_s": round(ts[-1], 4)}
+    return out
+
+
 BENCHES = {"rules": lambda a: bench_rules(a.seconds, a.seed), "search": lambda a: bench_search(a.seconds, a.seed),
-           "bots": lambda a: bench_bots(a.seconds, a.seed), "solver": lambda a: bench_solver(a.seconds, a.seed)}
+           "bots": lambda a: bench_bots(a.seconds, a.seed), "solver": lambda a: bench_solver(a.seconds, a.seed),
+           "endgame": lambda a: bench_endgame()}
 
 
 def emit(result: dict) -> None:

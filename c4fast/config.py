@@ -20,6 +20,7 @@ class KernelParams(NamedTuple):
     forced_k: float
     leaves_per_step: int
     sensible: bool
+    proofs: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,9 @@ class SearchConfig:
     leaves_per_step    8       leaves selected per game per `select` (virtual loss)
     sensible           True    expand only sensible moves (win now / must block)
     tree_reuse         True    keep the subtree of the played move
+    proofs             True    graph search only: propagate proven results (terminals,
+                               then win/draw/loss from children), steer selection and the
+                               move by them, stop once the root is proven (c4fast.mcgs)
     ================== ======= ==========================================================
     """
 
@@ -57,6 +61,7 @@ class SearchConfig:
                                                          aliases=("--leaves",)))
     sensible: bool = field(default=True, metadata=opt("expand only sensible moves"))
     tree_reuse: bool = field(default=True, metadata=opt("keep the subtree of the played move"))
+    proofs: bool = field(default=True, metadata=opt("graph search: propagate proven results"))
 
     def __post_init__(self):
         def bad(name, cond):
@@ -83,9 +88,61 @@ class SearchConfig:
             float(self.forced_k),
             int(self.leaves_per_step),
             bool(self.sensible),
+            bool(self.proofs),
         )
 
     def replace(self, **changes) -> "SearchConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EndgameConfig:
+    """Exact endgame solving by a network player (:class:`c4fast.players.endgame.EndgameSolver`,
+    used by ``nets.netplayer.NetPlayer``).
+
+    When at most ``max_empty`` cells are empty, the player first solves the position
+    exactly (alpha-beta to the end of the game, any board size) and plays an optimal move
+    (fastest win, slowest loss; the net's policy breaks ties). A solve that does not finish
+    within its budget is abandoned and the graph search plays with what is left.
+
+    ================== ========= ========================================================
+    field              default   meaning
+    ================== ========= ========================================================
+    max_empty          20        solve when empty cells <= this (0: never). Measured on
+                                 Pons's balanced 6x7 positions (``python -m c4fast.bench
+                                 endgame``, loaded 2-core machine):
+                                 90 % of solves take <= 0.017 s at 16..19 empty cells,
+                                 <= 0.09 s at 20..23, <= 0.67 s at 24..27, so at 20 the
+                                 solve fits the 0.1 s share of a 0.2 s move (wider Saiblo
+                                 boards branch more: margin kept)
+    share              0.5       share of a per-move time budget the solve may use
+    nodes              200000    node budget of the solve under a playout budget (no
+                                 clock involved, so such players stay deterministic)
+    tt_log2            20        log2 of the solver's transposition table entries (16 B each)
+    ================== ========= ========================================================
+    """
+
+    max_empty: int = 20
+    share: float = 0.5
+    nodes: int = 200_000
+    tt_log2: int = 20
+
+    def __post_init__(self):
+        def bad(name, cond):
+            if not cond:
+                raise ValueError(f"EndgameConfig.{name} has an invalid value {getattr(self, name)!r}")
+
+        for f in ("max_empty", "nodes", "tt_log2"):
+            v = getattr(self, f)
+            bad(f, isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+        bad("nodes", self.nodes >= 1)
+        bad("tt_log2", 10 <= self.tt_log2 <= 28)
+        bad("share", isinstance(self.share, (int, float)) and 0.0 < self.share <= 1.0)
+
+    def replace(self, **changes) -> "EndgameConfig":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:

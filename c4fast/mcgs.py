@@ -22,6 +22,27 @@ Arrays (capacity ``N`` nodes, ``E = N * width`` edges, hash table of ``T`` slots
     edge_child int32 [E] (NO_NODE until first traversed), edge_inflight int32 [E]
     table     int32   [T]  open addressing (linear probing) from key to node, NO_NODE empty
 
+Proven results (exact game values under perfect play) propagate through the graph::
+
+    proof     int8    [N]  PROOF_NONE, or PROOF_WIN / PROOF_DRAW / PROOF_LOSS for the
+                           side to move at the node; proof_len int16 [N]: plies to the end
+                           along the proof (fastest known win, slowest loss)
+
+A terminal node is proven when created (the side to move there has lost, or drawn). An
+expanded node is proven from its children alone (so transpositions cannot mislead it):
+a win if some child is a proven loss for the child's side to move, a loss if every child
+is a proven win for its side to move, a draw if every child is proven and the best is a
+draw. With ``sensible`` moves only, the pruned columns lose at once, so this still holds.
+Backup recomputes the proof of every node on the path; selection re-derives it at every
+node it passes (a parent reached through another path may not have seen a child's proof
+yet). A proven node's Q is its exact value (+-1, or 0 with draw share 1), a playout that
+reaches one ends there (counting that value, like a terminal), and selection never
+chooses a child that is a proven win for its side to move (a proven loss for the mover)
+while the node is unproven. The search stops once the root is proven;
+:meth:`GraphSearch.best_move` plays the fastest proven win, else the most visited move
+that is not a proven loss, else the slowest proven loss. Without proofs in the graph, the
+search is exactly the plain MCGS.
+
 Memory is reclaimed between moves: :meth:`GraphSearch.set_position` and
 :meth:`GraphSearch.advance` clear the graph. The graph is full when a playout needs a
 node or edges beyond capacity: the search then stops early and ``pool_full`` is set
@@ -53,6 +74,12 @@ from c4fast.mcts import (
 )
 
 NO_NODE = -1
+PROOF_NONE = 0
+PROOF_WIN = 1  # for the side to move at the node
+PROOF_DRAW = 2
+PROOF_LOSS = 3
+PROOF_NAMES = {PROOF_WIN: "win", PROOF_DRAW: "draw", PROOF_LOSS: "loss"}
+_NO_LEN = 1 << 14
 _LEAF = 0
 _TERMINAL = 1
 _COLLISION = 2
@@ -75,6 +102,8 @@ class Graph(NamedTuple):
     edge_visits: np.ndarray
     edge_child: np.ndarray
     edge_inflight: np.ndarray
+    proof: np.ndarray
+    proof_len: np.ndarray
     table: np.ndarray
     counters: np.ndarray  # [nodes used, edges used, pool_full, transposition hits]
 
@@ -102,6 +131,7 @@ def make_graph(max_nodes: int, width: int) -> Graph:
         np.zeros(n, np.int8), np.zeros(n, np.int32),
         np.zeros(e, np.int8), np.zeros(e, np.float32), np.zeros(e, np.int32),
         np.full(e, NO_NODE, np.int32), np.zeros(e, np.int32),
+        np.zeros(n, np.int8), np.zeros(n, np.int16),
         np.full(t, NO_NODE, np.int32), np.zeros(4, np.int64),
     )
 
@@ -140,7 +170,62 @@ def _new_node(gr, slot, key, terminal):
     gr.num_edges[n] = 0
     gr.terminal[n] = terminal
     gr.inflight[n] = 0
+    gr.proof[n] = PROOF_NONE
+    gr.proof_len[n] = 0
     return n
+
+
+@njit(cache=True)
+def _set_proof(gr, n, proof, plies):
+    """Mark node n proven; its Q becomes the exact value (mover-into-the-node view)."""
+    gr.proof[n] = proof
+    gr.proof_len[n] = plies
+    if proof == PROOF_WIN:
+        gr.q[n] = -1.0
+        gr.q_draw[n] = 0.0
+    elif proof == PROOF_LOSS:
+        gr.q[n] = 1.0
+        gr.q_draw[n] = 0.0
+    else:
+        gr.q[n] = 0.0
+        gr.q_draw[n] = 1.0
+
+
+@njit(inline="always")
+def _children_proof(gr, n):
+    """(proof, plies) of expanded node n from its children's proofs alone."""
+    first = gr.first_edge[n]
+    ne = gr.num_edges[n]
+    all_proven = ne > 0
+    win_len = _NO_LEN
+    any_draw = False
+    draw_len = 0
+    loss_len = 0
+    for i in range(ne):
+        c = gr.edge_child[first + i]
+        if c == NO_NODE:
+            all_proven = False
+            continue
+        p = gr.proof[c]
+        pl = np.int64(gr.proof_len[c])
+        if p == PROOF_LOSS:
+            if pl < win_len:
+                win_len = pl
+        elif p == PROOF_NONE:
+            all_proven = False
+        elif p == PROOF_DRAW:
+            any_draw = True
+            if pl > draw_len:
+                draw_len = pl
+        elif pl > loss_len:
+            loss_len = pl
+    if win_len < _NO_LEN:
+        return PROOF_WIN, win_len + 1
+    if all_proven:
+        if any_draw:
+            return PROOF_DRAW, draw_len + 1
+        return PROOF_LOSS, loss_len + 1
+    return PROOF_NONE, 0
 
 
 @njit(cache=True)
@@ -154,6 +239,13 @@ def add_root(gr, pos):
 
 @njit(inline="always")
 def _select_edge(gr, node, params):
+    """The PUCT edge at unproven `node`, never one into a proven win for its side to move;
+    -1 if the children prove the node (it is then marked)."""
+    if params.proofs:
+        proof, plies = _children_proof(gr, node)
+        if proof != PROOF_NONE:
+            _set_proof(gr, node, proof, plies)
+            return -1
     first = gr.first_edge[node]
     ne = gr.num_edges[node]
     total = 0.0
@@ -171,11 +263,13 @@ def _select_edge(gr, node, params):
     best_score = -math.inf
     for i in range(ne):
         e = first + i
+        c = gr.edge_child[e]
+        if c != NO_NODE and gr.proof[c] == PROOF_WIN:
+            continue  # a proven loss for the mover (some other edge is not: node unproven)
         nv = gr.edge_visits[e]
         vl = gr.edge_inflight[e]
         w = nv + vl
         if w > 0:
-            c = gr.edge_child[e]
             qc = gr.q[c] if (c != NO_NODE and gr.visits[c] > 0) else fpu
             q = (qc * nv - vl) / w
         else:
@@ -188,8 +282,9 @@ def _select_edge(gr, node, params):
 
 
 @njit(cache=True)
-def _refresh(gr, n):
-    """Recompute N(n) and Q(n) of an expanded node from its edges."""
+def _refresh(gr, n, proofs):
+    """Recompute N(n), Q(n) and the proof of an expanded node from its edges (a proven
+    node's Q is its exact value)."""
     first = gr.first_edge[n]
     total_n = 1
     s = gr.util[n]
@@ -205,16 +300,23 @@ def _refresh(gr, n):
     gr.visits[n] = total_n
     gr.q[n] = s / total_n
     gr.q_draw[n] = sd / total_n
+    if proofs:
+        proof, plies = _children_proof(gr, n)
+        if proof != PROOF_NONE:
+            _set_proof(gr, n, proof, plies)
 
 
 @njit(cache=True)
-def _backup(gr, paths, k, leaf_value, leaf_draw, is_terminal):
+def _backup(gr, paths, k, leaf_value, leaf_draw, is_known, proofs):
+    """Back up path k: an evaluated leaf (leaf_value, leaf_draw: mover-into-the-leaf view),
+    or, with `is_known`, a terminal or proven leaf that counts its exact value."""
     depth = paths.depth[k]
     leaf = paths.nodes[k, depth - 1]
-    if is_terminal:
-        gr.visits[leaf] += 1
-        gr.q[leaf] = gr.util[leaf]
-        gr.q_draw[leaf] = gr.util_draw[leaf]
+    if is_known:
+        if gr.terminal[leaf] != NOT_TERMINAL:
+            gr.visits[leaf] += 1
+            gr.q[leaf] = gr.util[leaf]
+            gr.q_draw[leaf] = gr.util_draw[leaf]
     else:
         gr.util[leaf] = leaf_value
         gr.util_draw[leaf] = leaf_draw
@@ -223,7 +325,7 @@ def _backup(gr, paths, k, leaf_value, leaf_draw, is_terminal):
             gr.q[leaf] = leaf_value
             gr.q_draw[leaf] = leaf_draw
         else:
-            _refresh(gr, leaf)
+            _refresh(gr, leaf, proofs)
     gr.inflight[leaf] -= 1
     for i in range(depth - 2, -1, -1):
         n = paths.nodes[k, i]
@@ -231,7 +333,7 @@ def _backup(gr, paths, k, leaf_value, leaf_draw, is_terminal):
         gr.edge_visits[e] += 1
         gr.edge_inflight[e] -= 1
         gr.inflight[n] -= 1
-        _refresh(gr, n)
+        _refresh(gr, n, proofs)
 
 
 @njit(cache=True)
@@ -251,8 +353,11 @@ def _descend(gr, root, root_pos, paths, k, params):
     paths.nodes[k, 0] = node
     depth = 1
     gr.inflight[node] += 1
-    while gr.first_edge[node] != UNEXPANDED and gr.terminal[node] == NOT_TERMINAL:
+    while gr.first_edge[node] != UNEXPANDED and gr.terminal[node] == NOT_TERMINAL \
+            and gr.proof[node] == PROOF_NONE:
         e = _select_edge(gr, node, params)
+        if e < 0:
+            break  # its children prove it (news from another path to them)
         bb.play(pos, np.int64(gr.edge_move[e]))
         child = gr.edge_child[e]
         if child == NO_NODE:
@@ -272,8 +377,12 @@ def _descend(gr, root, root_pos, paths, k, params):
                     return _FULL
                 if term == TERMINAL_WIN:
                     gr.util[child] = 1.0
+                    if params.proofs:
+                        _set_proof(gr, child, PROOF_LOSS, 0)
                 elif term == TERMINAL_DRAW:
                     gr.util_draw[child] = 1.0
+                    if params.proofs:
+                        _set_proof(gr, child, PROOF_DRAW, 0)
             else:
                 gr.counters[_TRANSP] += 1
             gr.edge_child[e] = child
@@ -284,8 +393,8 @@ def _descend(gr, root, root_pos, paths, k, params):
         depth += 1
         gr.inflight[node] += 1
     paths.depth[k] = depth
-    if gr.terminal[node] != NOT_TERMINAL:
-        _backup(gr, paths, k, 0.0, 0.0, True)
+    if gr.terminal[node] != NOT_TERMINAL or gr.proof[node] != PROOF_NONE:
+        _backup(gr, paths, k, 0.0, 0.0, True, params.proofs)
         return _TERMINAL
     if gr.inflight[node] > 1:
         _undo(gr, paths, k)
@@ -298,7 +407,7 @@ def select_kernel(gr, root, root_pos, paths, params, target, planes):
     """Up to `leaves_per_step` descents; returns (leaves for the evaluator, stop flag)."""
     k = 0
     for _ in range(params.leaves_per_step):
-        if gr.visits[root] + gr.inflight[root] >= target:
+        if gr.visits[root] + gr.inflight[root] >= target or gr.proof[root] != PROOF_NONE:
             break
         status = _descend(gr, root, root_pos, paths, k, params)
         if status == _LEAF:
@@ -339,7 +448,7 @@ def expand_and_backup_kernel(gr, paths, n, logits, wdl, params):
         elif gr.first_edge[leaf] == UNEXPANDED:
             gr.counters[_FULLC] = 1
         value = float(wdl[k, 0]) - float(wdl[k, 2])
-        _backup(gr, paths, k, -value, float(wdl[k, 1]), False)
+        _backup(gr, paths, k, -value, float(wdl[k, 1]), False, params.proofs)
 
 
 @njit(cache=True)
@@ -411,8 +520,8 @@ class GraphSearch:
         return int(self.graph.visits[self.root])
 
     def run(self, evaluator, playouts: int | None = None, seconds: float | None = None) -> int:
-        """Search until the root has `playouts` visits or `seconds` pass (at least one
-        evaluation); returns the root visits."""
+        """Search until the root has `playouts` visits, `seconds` pass (at least one
+        evaluation) or the root is proven; returns the root visits."""
         if self.root == NO_NODE:
             raise ValueError("no position to search (call set_position)")
         target = self.max_playouts if playouts is None else int(playouts)
@@ -420,7 +529,7 @@ class GraphSearch:
             raise ValueError(f"playouts must be in 1..{self.max_playouts}, got {playouts}")
         deadline = None if seconds is None else time.perf_counter() + seconds
         gr = self.graph
-        while True:
+        while gr.proof[self.root] == PROOF_NONE:
             n, full = select_kernel(gr, self.root, self.position[0], self.paths, self.params,
                                     target, self.planes)
             if n:
@@ -444,9 +553,46 @@ class GraphSearch:
         d = self.graph.q_draw[self.root]
         return np.array([(1 - d + v) / 2, d, (1 - d - v) / 2])
 
+    def _root_edges(self) -> list[tuple[int, int, float, int, int]]:
+        """(column, edge visits, prior, child proof, child proof plies) of every root edge."""
+        gr = self.graph
+        first = int(gr.first_edge[self.root])
+        if first == UNEXPANDED:
+            return []
+        out = []
+        for e in range(first, first + int(gr.num_edges[self.root])):
+            c = int(gr.edge_child[e])
+            proof = PROOF_NONE if c == NO_NODE else int(gr.proof[c])
+            plies = 0 if c == NO_NODE else int(gr.proof_len[c])
+            out.append((int(gr.edge_move[e]), int(gr.edge_visits[e]), float(gr.edge_prior[e]),
+                        proof, plies))
+        return out
+
+    def root_proof(self) -> str | None:
+        """'win', 'draw' or 'loss' for the side to move if the root is proven, else None."""
+        return PROOF_NAMES.get(int(self.graph.proof[self.root]))
+
+    def root_proven(self) -> dict[int, str]:
+        """{column: 'win' | 'draw' | 'loss'} for the side to move at the root, for the
+        searched columns whose result is proven."""
+        flip = {PROOF_LOSS: "win", PROOF_DRAW: "draw", PROOF_WIN: "loss"}
+        return {c: flip[p] for c, _, _, p, _ in self._root_edges() if p != PROOF_NONE}
+
     def best_move(self) -> int:
-        """Most visited root column (lowest on ties)."""
-        return int(np.argmax(self.root_visits()))
+        """The fastest proven win (most visited on ties); else the most visited column that
+        is not a proven loss; else (the root is proven lost) the slowest loss. Remaining
+        ties go to the higher prior, then the lower column (so a search too short to visit
+        any child plays the policy's move)."""
+        edges = self._root_edges()
+        if not edges:
+            raise ValueError("the root is not expanded: run the search first")
+        wins = [(-plies, v, p, -c) for c, v, p, proof, plies in edges if proof == PROOF_LOSS]
+        if wins:
+            return -max(wins)[3]
+        safe = [(v, p, -c) for c, v, p, proof, _ in edges if proof != PROOF_WIN]
+        if safe:
+            return -max(safe)[2]
+        return -max((plies, v, p, -c) for c, v, p, _, plies in edges)[3]
 
 
 def bench_mcgs(seed: int = 0, playouts: int = 20000) -> dict:

@@ -6,6 +6,12 @@ see nets.numpy_net) — the latter starts in a fraction of a second, which matte
 the Saiblo ladder. The player fulfils :class:`c4fast.protocols.Player`. Its search
 settings are an explicit :class:`c4fast.config.SearchConfig` (recorded by whoever builds
 it; ``nets.players.make_player`` is the factory).
+
+Play-time strength: the graph search propagates proven results (``SearchConfig.proofs``)
+and, once few cells are empty (:class:`c4fast.config.EndgameConfig`), the player first
+solves the position exactly (:class:`c4fast.players.endgame.EndgameSolver`) within a share
+of its time budget (or a node budget under a playout budget) and plays an optimal move;
+a solve that does not finish hands the rest of the budget to the search.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import time
 import numpy as np
 
 import c4fast
-from c4fast.config import SearchConfig
+from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.evaluators import column_probabilities
 from c4fast.mcgs import GraphSearch
+from c4fast.players.endgame import EndgameSolver, empty_cells
 
 
 def load_evaluator(path: str, threads: int = 1):
@@ -45,10 +52,17 @@ def load_evaluator(path: str, threads: int = 1):
 
 
 class NetPlayer:
-    """Network + MCGS (playouts > 0 or seconds > 0), or policy only (playouts == 0)."""
+    """Network + MCGS (playouts > 0 or seconds > 0), or policy only (playouts == 0).
+
+    ``analysis()`` after a search move: ``wdl`` (side to move), ``visits``, ``playouts``,
+    ``seconds``, ``proven`` ({column: 'win' | 'draw' | 'loss'} for the side to move, where
+    known: from the exact solve, else from the search's proofs), ``solved`` (True if the
+    move came from the exact endgame solve; then ``score``, Pons's score, and ``nodes``).
+    """
 
     def __init__(self, path: str, playouts: int = 200, seconds: float = 0.0, name: str | None = None,
-                 evaluator=None, search: SearchConfig | None = None, threads: int = 1):
+                 evaluator=None, search: SearchConfig | None = None, threads: int = 1,
+                 endgame: EndgameConfig | None = None):
         if playouts < 0 or seconds < 0:
             raise ValueError(f"playouts and seconds must be >= 0, got {playouts}, {seconds}")
         self.path = path
@@ -56,6 +70,8 @@ class NetPlayer:
         self.seconds = float(seconds)
         self.ev = evaluator if evaluator is not None else load_evaluator(path, threads)
         self.config = search if search is not None else SearchConfig()
+        self.endgame = endgame if endgame is not None else EndgameConfig()
+        self.solver: EndgameSolver | None = None
         self.name = name or (f"net:{os.path.basename(path)}:" + (f"{self.playouts}" if self.playouts else "policy"))
         self.search: GraphSearch | None = None
         self._analysis: dict = {}
@@ -67,11 +83,37 @@ class NetPlayer:
             self.search = GraphSearch(self.config, game.height, game.width, max_playouts=budget)
         self._analysis = {}
 
+    def _policy(self, game: c4fast.Game, cols: list[int]):
+        """(net WDL, probabilities of `cols`) of the raw network."""
+        logits, wdl = self.ev.evaluate(game.planes()[None], game.state)
+        return wdl, column_probabilities(logits[0], game.state[0], cols)
+
+    def _solve(self, game: c4fast.Game, t0: float) -> int | None:
+        """An optimal move by the exact endgame solve, or None (too many empty cells, or
+        the budget ran out)."""
+        cfg = self.endgame
+        if empty_cells(game) > cfg.max_empty:
+            return None
+        if self.solver is None:
+            self.solver = EndgameSolver(cfg.tt_log2)
+        if self.seconds:
+            res = self.solver.solve(game, seconds=cfg.share * self.seconds)
+        else:
+            res = self.solver.solve(game, nodes=cfg.nodes)
+        if res is None:
+            return None
+        col = res.best[0]
+        if len(res.best) > 1:
+            _, p = self._policy(game, res.best)
+            col = res.best[int(np.argmax(p))]
+        wdl = (1.0, 0.0, 0.0) if res.score > 0 else ((0.0, 1.0, 0.0) if res.score == 0 else (0.0, 0.0, 1.0))
+        self._analysis = {"wdl": wdl, "proven": dict(res.proven), "solved": True, "score": res.score,
+                          "nodes": res.nodes, "seconds": time.perf_counter() - t0}
+        return int(col)
+
     def _policy_only(self, game: c4fast.Game) -> int:
-        planes = game.planes()[None]
-        logits, wdl = self.ev.evaluate(planes, game.state)
         cols = game.sensible_moves()
-        p = column_probabilities(logits[0], game.state[0], cols)
+        wdl, p = self._policy(game, cols)
         self._analysis = {"wdl": tuple(float(x) for x in wdl[0]),
                           "policy": {int(c): float(x) for c, x in zip(cols, p)}}
         return int(cols[int(np.argmax(p))])
@@ -83,16 +125,20 @@ class NetPlayer:
             self.reset(game)
         if self.playouts == 0 and not self.seconds:
             return self._policy_only(game)
-        self.search.set_position(game.state)
         t0 = time.perf_counter()
+        col = self._solve(game, t0)
+        if col is not None:
+            return col
+        self.search.set_position(game.state)
         if self.seconds:
-            self.search.run(self.ev, seconds=self.seconds)
+            self.search.run(self.ev, seconds=max(self.seconds - (time.perf_counter() - t0), 0.0))
         else:
             self.search.run(self.ev, playouts=self.playouts)
         visits = self.search.root_visits()
         self._analysis = {"wdl": tuple(float(x) for x in self.search.root_wdl()),
                           "visits": {int(c): int(v) for c, v in enumerate(visits) if v > 0},
-                          "playouts": self.search.playouts(), "seconds": time.perf_counter() - t0}
+                          "playouts": self.search.playouts(), "seconds": time.perf_counter() - t0,
+                          "proven": self.search.root_proven(), "solved": False}
         return self.search.best_move()
 
     def analysis(self) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 
-from c4fast.config import SearchConfig
+from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.players import bots
 from c4fast.protocols import Player
 
@@ -29,13 +29,15 @@ SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECO
 
 
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
-                search: SearchConfig | None = None, evaluator=None) -> Player:
+                search: SearchConfig | None = None, evaluator=None,
+                endgame: EndgameConfig | None = None) -> Player:
     """A player from a spec string; ``player.name`` is a spec that rebuilds it (the given
     one for ``net:``, the canonical form for the baselines, e.g. ``uct`` -> ``uct:2000:1.4``).
 
     `seed` seeds the player's RNG; `threads` is the torch thread count of a ``net:``
-    player; `search` its search settings (default ``SearchConfig()``); `evaluator`
-    replaces loading the weights (share one net between players).
+    player; `search` its search settings (default ``SearchConfig()``) and `endgame` its
+    exact endgame solving (default ``EndgameConfig()``); `evaluator` replaces loading the
+    weights (share one net between players).
     """
     if not isinstance(spec, str):
         raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
@@ -44,7 +46,7 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
 
         path, playouts, seconds = parse_net_spec(spec)
         player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=threads,
-                           search=search, evaluator=evaluator)
+                           search=search, evaluator=evaluator, endgame=endgame)
         player.name = spec
         return player
     return _make_bot(spec, seed)

@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
     "search": (["-m", "c4fast.bench", "search"], "batched MCTS playouts/s (1 and 8 leaves), MCGS playouts/s"),
     "bots": (["-m", "c4fast.bench", "bots"], "choose() calls/s of each baseline bot, greedy vs random games/s"),
     "solver": (["-m", "c4fast.bench", "solver"], "exact 6x7 solver positions/s on Pons's files"),
+    "endgame": (["-m", "c4fast.bench", "endgame"], "net player's exact endgame solve seconds by empty cells"),
     "nets": (["-m", "nets.bench"], "net evals/s by preset/size/batch, numpy path, server vs direct call"),
     "train": (["-m", "nets.train", "--bench"], "trainer samples/s on synthetic data"),
 }

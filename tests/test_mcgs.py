@@ -1,4 +1,5 @@
-"""Graph search for play: transpositions share nodes; without them it equals the tree search."""
+"""Graph search for play: transpositions share nodes; without them (and without proofs) it
+equals the tree search; proven results are sound against brute force and the exact solver."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,8 @@ import pytest
 import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import RolloutEvaluator, UniformEvaluator
-from c4fast.mcgs import GraphSearch
+from c4fast.mcgs import PROOF_NONE, GraphSearch
+from c4fast.players import solver as sv
 from c4fast.mcts import BatchedMCTS, run_search
 
 
@@ -36,7 +38,7 @@ def tree_visits(game, playouts, config):
 @pytest.mark.parametrize("moves,playouts", [((), 25), ((3, 3, 4), 40), ((3, 3, 4, 4), 300),
                                             ((0, 1, 0, 1, 0), 60)])
 def test_without_transpositions_graph_equals_tree(moves, playouts):
-    config = SearchConfig(leaves_per_step=1)
+    config = SearchConfig(leaves_per_step=1, proofs=False)  # the tree search has no proofs
     game = c4fast.Game.from_moves(6, 7, None, list(moves))
     gs = GraphSearch(config, 6, 7, max_playouts=1000)
     gs.set_position(game.state)
@@ -124,3 +126,143 @@ def test_errors():
         gs.run(UniformEvaluator(), playouts=11)
     with pytest.raises(c4fast.IllegalMove):
         gs.advance(7)
+
+
+# ================================================================================ proofs
+def search(game, playouts, evaluator=None, **config):
+    gs = GraphSearch(SearchConfig(**config), game.height, game.width, max_playouts=max(playouts, 10))
+    gs.set_position(game.state)
+    gs.run(evaluator or HashEvaluator(), playouts=playouts)
+    return gs
+
+
+@pytest.mark.parametrize("height,width,forbidden,moves,playouts,leaves", [
+    (9, 9, (0, 4), (), 60, 1), (9, 9, (0, 4), (), 120, 8), (12, 12, (5, 6), (6, 5), 200, 8),
+    (6, 7, None, (), 40, 1)])
+def test_proofs_change_nothing_when_no_end_is_reached(height, width, forbidden, moves, playouts, leaves):
+    game = c4fast.Game.from_moves(height, width, forbidden, list(moves))
+    on = search(game, playouts, leaves_per_step=leaves)
+    off = search(game, playouts, leaves_per_step=leaves, proofs=False)
+    n = on.num_nodes
+    assert (on.graph.terminal[:n] == 0).all(), "precondition: no terminal reached"
+    assert (on.graph.proof[:n] == PROOF_NONE).all()
+    assert n == off.num_nodes
+    np.testing.assert_array_equal(on.root_visits(), off.root_visits())
+    np.testing.assert_array_equal(on.root_wdl(), off.root_wdl())
+    for f in ("visits", "q", "q_draw", "key"):
+        np.testing.assert_array_equal(getattr(on.graph, f)[:n], getattr(off.graph, f)[:n])
+    assert on.best_move() == off.best_move() and on.root_proven() == {}
+
+
+def wins_within(game, k):
+    """Brute force: the side to move wins within k of its own moves, whatever the opponent does."""
+    for c in game.legal_moves():
+        g = game.copy()
+        g.play(c)
+        if g.result == game.to_move:
+            return True
+        if k > 1 and g.result is None and all(_reply_keeps_win(g, r, k - 1) for r in g.legal_moves()):
+            return True
+    return False
+
+
+def _reply_keeps_win(g, r, k):
+    g2 = g.copy()
+    g2.play(r)
+    return g2.result is None and wins_within(g2, k)
+
+
+def winning_moves_within(game, k):
+    out = []
+    for c in game.legal_moves():
+        g = game.copy()
+        g.play(c)
+        if g.result == game.to_move or (k > 1 and g.result is None and all(
+                _reply_keeps_win(g, r, k - 1) for r in g.legal_moves())):
+            out.append(c)
+    return out
+
+
+def forced_win_positions(k, count, seed, height=6, width=7):
+    """Random-play positions whose side to move wins in exactly k of its moves (brute force)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        g = c4fast.Game(height, width)
+        for _ in range(int(rng.integers(6, height * width - 8))):
+            g.play(int(rng.choice(g.legal_moves())))
+            if g.result is not None:
+                break
+        if g.result is None and wins_within(g, k) and (k == 1 or not wins_within(g, k - 1)):
+            out.append(g)
+    return out
+
+
+@pytest.mark.parametrize("k,playouts", [(1, 20), (2, 300), (3, 3000)])
+def test_forced_wins_are_proven_and_played(k, playouts):
+    for game in forced_win_positions(k, 4 if k < 3 else 2, seed=k):
+        gs = search(game, playouts, UniformEvaluator(), leaves_per_step=8)
+        assert gs.root_proof() == "win", repr(game)
+        assert gs.playouts() <= playouts  # the search stops once the root is proven
+        assert gs.best_move() in winning_moves_within(game, k), repr(game)
+        assert gs.root_wdl()[0] == 1.0
+        wins = [c for c, v in gs.root_proven().items() if v == "win"]
+        assert set(wins) <= set(winning_moves_within(game, k + 2))
+
+
+def test_proofs_agree_with_the_exact_solver_and_losses_are_avoided():
+    """Every proof the search reports (root and columns) is the exact solver's verdict, and
+    the move is never a proven loss while another column is not one."""
+    solver = sv.Solver(20)
+    rng = np.random.default_rng(5)
+    seen = {"win": 0, "draw": 0, "loss": 0}
+    avoided = 0
+    for i in range(40):
+        g = c4fast.Game(6, 7)
+        for _ in range(int(rng.integers(14, 36))):
+            g.play(int(rng.choice(g.legal_moves())))
+            if g.result is not None:
+                break
+        if g.result is not None:
+            continue
+        gs = search(g, 400, RolloutEvaluator(1, seed=i), leaves_per_step=4, sensible=bool(i % 2))
+        scores = solver.move_scores(g)
+        verdict = {c: ("win" if s > 0 else "draw" if s == 0 else "loss") for c, s in scores.items()}
+        for c, v in gs.root_proven().items():
+            assert v == verdict[c], (repr(g), c)
+            seen[v] += 1
+        if gs.root_proof() is not None:
+            s = solver.solve(g)
+            assert gs.root_proof() == ("win" if s > 0 else "draw" if s == 0 else "loss")
+        proven = gs.root_proven()
+        if any(v == "loss" for v in proven.values()) and gs.root_proof() != "loss":
+            assert proven.get(gs.best_move()) != "loss", repr(g)
+            avoided += 1
+    assert seen["win"] and seen["loss"] and avoided  # the property was exercised
+
+
+def test_proven_nodes_are_consistent_with_their_children():
+    rng = np.random.default_rng(11)
+    game = c4fast.Game(6, 7)
+    while game.ply < 16 or game.result is not None:
+        game = c4fast.Game(6, 7)
+        while game.result is None and game.ply < 16:
+            game.play(int(rng.choice(game.legal_moves())))
+    gs = search(game, 2000, UniformEvaluator(), leaves_per_step=8, sensible=False)
+    g = gs.graph
+    n = gs.num_nodes
+    assert (g.proof[:n] != PROOF_NONE).sum() > (g.terminal[:n] != 0).sum()  # exercised
+    flip = {1: 3, 3: 1, 2: 2}
+    for i in range(n):
+        if g.terminal[i] or g.first_edge[i] < 0 or g.proof[i] == PROOF_NONE:
+            continue
+        f, ne = int(g.first_edge[i]), int(g.num_edges[i])
+        kids = [int(g.proof[c]) if c >= 0 else 0 for c in g.edge_child[f:f + ne]]
+        outcomes = [flip.get(p, 0) for p in kids]  # for the side to move at node i
+        if g.proof[i] == 1:
+            assert 1 in outcomes
+        else:
+            assert 0 not in outcomes and 1 not in outcomes
+            assert (2 in outcomes) == (g.proof[i] == 2)
+        assert g.visits[i] == 1 + g.edge_visits[f:f + ne].sum()
+    assert (g.inflight[:n] == 0).all()
