@@ -9,10 +9,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from _procs import leaked_shm, shm_snapshot, wait_for
 
 from selfplay.cluster.transfer import Blob, Spool, TransferError, install_model, remove_temporaries, \
     sha256_bytes, store_blob
@@ -23,16 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- helpers
-def wait_for(cond, timeout, what, poll=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def processes_with_env(marker: str) -> list[int]:
     """Live processes whose environment carries C4FAST_CLUSTER_RUN=marker."""
     needle = f"C4FAST_CLUSTER_RUN={marker}".encode() + b"\0"
@@ -47,28 +37,6 @@ def processes_with_env(marker: str) -> list[int]:
             if needle in env and state != "Z":
                 out.append(int(pid))
     return out
-
-
-def leaked_shm(before: set) -> list[str]:
-    """/dev/shm entries created since `before` that no live process maps or holds open."""
-    new = set(os.listdir("/dev/shm")) - before
-    if not new:
-        return []
-    in_use = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                if "/dev/shm/" in line:
-                    in_use.add(line.split("/dev/shm/")[1].split()[0])
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/"):
-                    in_use.add(target[len("/dev/shm/"):].split()[0])
-        except OSError:
-            continue
-    return sorted(n for n in new if n not in in_use and os.path.exists(f"/dev/shm/{n}"))
 
 
 # ---------------------------------------------------------------- units (no Ray)
@@ -123,6 +91,7 @@ def test_guard_stops_its_command_cleanly_when_the_watched_process_dies(tmp_path)
               f"    open({str(tmp_path / 'stopped')!r}, 'w').write('clean')\n"
               "    sys.exit(0)\n"
               "signal.signal(signal.SIGINT, stop)\n"
+              f"open({str(tmp_path / 'ready')!r}, 'w').close()\n"
               "time.sleep(120)\n")
     actor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     pidfile = str(tmp_path / "guard.json")
@@ -130,7 +99,7 @@ def test_guard_stops_its_command_cleanly_when_the_watched_process_dies(tmp_path)
                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
     info = guard.read_pidfile(pidfile)
     assert guard.process_alive(info["child"])
-    time.sleep(1.0)  # let the command install its handler
+    wait_for(lambda: (tmp_path / "ready").exists(), 120, "the command to install its handler")
     actor.kill()
     actor.wait()
     wait_for(lambda: not guard.group_members(info["pgid"]), 30, "the guard's group to end")
@@ -173,7 +142,7 @@ def faulty_run(tmp_path_factory):
     """One cluster run (dummy preset, 2 nodes) with both faults injected; returns what it left."""
     pytest.importorskip("ray")
     run = tmp_path_factory.mktemp("cluster") / "run"
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = shm_snapshot()
     proc = subprocess.Popen(cluster_cmd(run, 1.2), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -274,7 +243,7 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
                                   key=lambda p: int(p.stem.split("_i")[1]))
     n_logs = len(trainer_logs())
     seen = {shard_node(p) for p in list_shards([run / "data"])}
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = shm_snapshot()
     # the same command resumes; Ctrl-C once the trainer resumed and a new incarnation delivered a shard
     proc = subprocess.Popen(cluster_cmd(run, 10), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

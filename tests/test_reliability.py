@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,58 +20,12 @@ import torch
 from nets.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nets.config import get_preset
 from nets.model import build_model
+from _procs import alive, leaked_shm, shm_snapshot, wait_for
 from nets.shards import ShardValueError, ShardWriter, list_shards, read_shard, validate_shard
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "16", "--fast-playouts", "4",
          "--leaves", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
-
-
-def wait_for(cond, timeout=300.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def shm_entries() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-"))}
-
-
-def in_use() -> set[str]:
-    """/dev/shm entries some live process maps or holds open (other jobs on the machine)."""
-    used = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                used.update(line.rsplit("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" in line)
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/"):
-                    used.add(target[len("/dev/shm/"):].split()[0])
-        except OSError:
-            continue
-    return used
-
-
-def leaked(before: set[str]) -> set[str]:
-    """Entries that appeared since `before` and that no live process uses."""
-    return (shm_entries() - before) - in_use()
 
 
 _STARTED: list[subprocess.Popen] = []
@@ -127,7 +80,7 @@ def samples_on_disk(out: Path) -> int:
 def test_a_signal_to_the_group_is_a_clean_stop(tmp_path, sig):
     """SIGTERM (timeout, systemd), SIGHUP (a closed terminal) and SIGINT to the whole
     process group: every finished game reaches disk, nothing leaks."""
-    before = shm_entries()
+    before = shm_snapshot()
     proc, status = start_run(tmp_path)
     wait_for(lambda: first_shard(tmp_path / "d") and status.exists(), what="a first shard")
     pids = pids_of(status)
@@ -139,19 +92,19 @@ def test_a_signal_to_the_group_is_a_clean_stop(tmp_path, sig):
     ids = game_ids(tmp_path / "d")
     assert len(ids) == len(set(ids)) == summary["games"]
     wait_for(lambda: not any(alive(p) for p in pids), 60, "the children to exit")
-    wait_for(lambda: not leaked(before), 60, "the shared memory to be released")
+    wait_for(lambda: not leaked_shm(before), 60, "the shared memory to be released")
     assert not [n for n in os.listdir(tmp_path / "d") if n.endswith(".tmp")]
 
 
 def test_kill9_of_the_run_leaves_no_orphan_and_no_shared_memory(tmp_path):
-    before = shm_entries()
+    before = shm_snapshot()
     proc, status = start_run(tmp_path)
     wait_for(lambda: first_shard(tmp_path / "d") and status.exists(), what="a first shard")
     pids = pids_of(status)
     proc.kill()
     proc.communicate(timeout=60)
     wait_for(lambda: not any(alive(p) for p in pids), 120, "server and workers to die with their parent")
-    wait_for(lambda: not leaked(before), 60, "the shared memory to be released")
+    wait_for(lambda: not leaked_shm(before), 60, "the shared memory to be released")
     for p in list_shards([tmp_path / "d"]):
         validate_shard(p)
     # the directory is free again, and a resumed run adds games without duplicating any
@@ -164,7 +117,7 @@ def test_kill9_of_the_run_leaves_no_orphan_and_no_shared_memory(tmp_path):
 
 
 def test_kill9_of_the_server_ends_the_run_with_an_error(tmp_path):
-    before = shm_entries()
+    before = shm_snapshot()
     proc, status = start_run(tmp_path)
     wait_for(lambda: status.exists(), what="the first status")
     st = json.loads(status.read_text())
@@ -174,7 +127,7 @@ def test_kill9_of_the_server_ends_the_run_with_an_error(tmp_path):
     summary = json.loads(out.strip().splitlines()[-1])
     assert "server" in summary["error"]
     wait_for(lambda: not any(alive(p) for p in st["worker_pids"]), 60, "workers to exit")
-    wait_for(lambda: not leaked(before), 60, "the shared memory to be released")
+    wait_for(lambda: not leaked_shm(before), 60, "the shared memory to be released")
     for p in list_shards([tmp_path / "d"]):
         validate_shard(p)
 
@@ -190,7 +143,10 @@ def test_a_worker_that_keeps_failing_ends_the_run(tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     summary = json.loads(out.strip().splitlines()[-1])
-    assert "giving up" in summary["error"] and summary["worker_restarts"] == 4  # 2 workers x 2
+    # the worker that gave up was restarted exactly --max-restarts times; the other one may have
+    # been between restarts when the run stopped, so only a lower bound holds for the total
+    assert "died 3 times" in summary["error"] and "--max-restarts 2" in summary["error"]
+    assert summary["worker_restarts"] >= 2
 
 
 def test_a_second_run_on_the_same_directory_is_refused(tmp_path):

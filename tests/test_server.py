@@ -170,7 +170,7 @@ def test_hot_reload_follows_a_checkpoint_directory(server_factory, tmp_path):
         for p in m2.parameters():
             p.add_(0.1 * torch.randn_like(p))
     save_checkpoint(tmp_path / checkpoint_name(2), m2, cfgnet, 2)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 300  # a wait, not a speed check: a loaded machine reloads late
     while c.model_version != 2 and time.monotonic() < deadline:
         c.evaluate(x)
         time.sleep(0.05)
