@@ -68,7 +68,7 @@ def _scalar_type(tp) -> tuple[Any, bool]:
     return tp, False
 
 
-def _parse_bool_free(tp, optional: bool):
+def _value_parser(tp, optional: bool):
     def parse(text: str):
         if optional and text.lower() in ("none", "null", ""):
             return None
@@ -132,7 +132,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
                                                                      f"{name[2:]}")
             continue
         names = [name, *(meta.get("aliases", ()) if aliases_ok else ())]
-        target.add_argument(*names, dest=_dest(path + (f.name,)), type=_parse_bool_free(kind, optional),
+        target.add_argument(*names, dest=_dest(path + (f.name,)), type=_value_parser(kind, optional),
                             default=argparse.SUPPRESS, metavar=meta.get("metavar") or f.name.upper(),
                             help=f"{help_text} (default: {_show(value)})")
 

@@ -24,7 +24,8 @@ from typing import Any, Callable, IO
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
            "remove_stale_temps", "raise_on_interrupt", "setup_logging", "start_resource_tracker",
-           "die_with_parent", "DirLock", "LockedError", "forget_handled_interrupt", "LOG_FORMAT"]
+           "die_with_parent", "DirLock", "LockedError", "forget_handled_interrupt", "ignore_interrupts",
+           "LOG_FORMAT"]
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
 
@@ -122,6 +123,13 @@ def raise_on_interrupt() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
+
+
+def ignore_interrupts() -> None:
+    """Ignore SIGINT, SIGTERM and SIGHUP from now on in this process: for a clean-up that a
+    second signal must not cut short, or for a process whose parent decides when it stops."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def forget_handled_interrupt() -> None:

@@ -416,10 +416,9 @@ def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0)
     call), so the rest of the process only ever sees ``cuda:0``."""
     import signal
 
-    from c4fast.runtime import die_with_parent
+    from c4fast.runtime import die_with_parent, ignore_interrupts
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_interrupts()
     if parent_pid:
         die_with_parent(signal.SIGKILL, parent_pid)
     if cfg.device.startswith("cuda"):

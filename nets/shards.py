@@ -336,3 +336,19 @@ def list_shards(paths) -> list[str]:
         else:
             out.add(p)
     return sorted(out)
+
+
+def count_samples(paths, cache: dict | None = None) -> tuple[int, int]:
+    """(shards, samples) of the finished shards in `paths`, from each shard's
+    ``num_samples`` attribute (unreadable shards count as 0 samples). `cache` (path ->
+    samples), if given, is filled and reused, so each header is read once."""
+    shards = list_shards(paths)
+    cache = {} if cache is None else cache
+    for p in shards:
+        if p not in cache:
+            try:
+                with h5py.File(p, "r") as f:
+                    cache[p] = int(f.attrs["num_samples"])
+            except (OSError, KeyError):
+                continue
+    return len(shards), sum(cache.get(p, 0) for p in shards)

@@ -41,10 +41,11 @@ from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, con
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, die_with_parent,
-                            forget_handled_interrupt, raise_on_interrupt, setup_logging)
+                            forget_handled_interrupt, ignore_interrupts, raise_on_interrupt,
+                            setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
-from selfplay.config import RunConfig, SelfPlayConfig
+from selfplay.config import RunConfig
 from selfplay.evaluation import EvalConfig, rate_checkpoint
 
 log = logging.getLogger("selfplay.loop")
@@ -250,18 +251,9 @@ class Loop:
 
     def _count_samples(self) -> int:
         """Samples in all finished shards (each shard's header read once)."""
-        import h5py
+        from nets.shards import count_samples
 
-        from nets.shards import list_shards
-
-        for p in list_shards([self.data]):
-            if p not in self._samples_cache:
-                try:
-                    with h5py.File(p, "r") as f:
-                        self._samples_cache[p] = int(f.attrs["num_samples"])
-                except (OSError, KeyError):
-                    continue
-        return sum(self._samples_cache.values())
+        return count_samples([self.data], self._samples_cache)[1]
 
     def status_line(self) -> str:
         """One line: run time, self-play and trainer progress, rates, latest Elo."""
@@ -308,8 +300,7 @@ class Loop:
             interrupted = True
             log.info("interrupted: stopping self-play and the trainer (the same command resumes)")
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut
-                signal.signal(sig, signal.SIG_IGN)                      # the clean-up short
+            ignore_interrupts()  # a second signal must not cut the clean-up short
             run_time = self._run_time()
             self._stop_children()
             self.state["elapsed"] += run_time
@@ -354,7 +345,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     raise_on_interrupt()
-    os.makedirs(args.dir, exist_ok=True) if not os.path.isfile(args.dir) else None
     try:
         if os.path.isfile(args.dir):
             raise ConfigError(f"--dir {args.dir!r} is a file")

@@ -17,15 +17,14 @@ import logging
 import multiprocessing as mp
 import os
 import queue
-import signal
 import sys
 import time
 
 import numpy as np
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, forget_handled_interrupt, raise_on_interrupt,
-                            remove_stale_temps, setup_logging, start_resource_tracker)
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, forget_handled_interrupt, ignore_interrupts,
+                            raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
 from selfplay.config import RunConfig, default_node_tag
 
 log = logging.getLogger("selfplay.run")
@@ -260,8 +259,7 @@ def run(cfg: RunConfig) -> dict:
     except KeyboardInterrupt:
         log.info("interrupted: stopping workers (finished games are written)")
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not
-            signal.signal(sig, signal.SIG_IGN)                      # cut the clean-up short
+        ignore_interrupts()  # a second signal must not cut the clean-up short
         stop.set()
         for p in procs:
             p.join(120)

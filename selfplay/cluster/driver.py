@@ -49,7 +49,8 @@ import threading
 import time
 import uuid
 
-from c4fast.runtime import atomic_write_json, raise_on_interrupt
+from c4fast.runtime import raise_on_interrupt
+from nets.shards import count_samples, list_shards
 
 log = logging.getLogger("c4fast.cluster")
 
@@ -186,23 +187,6 @@ def discover_nodes(cfg: ClusterConfig, timeout: float = 120.0) -> list[str]:
             raise ClusterError(f"found {len(tags)} self-play node(s) {tags}, want {want or 1}: start each with "
                                f"ray start --address HEAD:6379 --resources '{{\"{NODE_RESOURCE}TAG\": 1}}'")
         time.sleep(1.0)
-
-
-def count_samples(paths) -> tuple[int, int]:
-    """(shards, samples) of the shards in `paths` (num_samples attributes)."""
-    import h5py
-
-    from nets.shards import list_shards
-
-    shards = list_shards(paths)
-    n = 0
-    for p in shards:
-        try:
-            with h5py.File(p, "r") as f:
-                n += int(f.attrs["num_samples"])
-        except (OSError, KeyError):
-            pass
-    return len(shards), n
 
 
 class ClusterRun:
@@ -552,8 +536,6 @@ class ClusterRun:
 
         shards, samples = count_samples([self.data])
         per_node: dict = {}
-        from nets.shards import list_shards
-
         for p in list_shards([self.data]):
             m = SHARD_NODE_RE.search(os.path.basename(p))
             tag = m.group(1) if m else "?"
