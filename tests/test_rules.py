@@ -27,7 +27,7 @@ import c4fast
 from reference import NUM_PLANES, RefGame, ref_from_moves, ref_perft
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PONS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "pons-connect4"
+PONS_DIR = Path(__file__).resolve().parents[1] / "data" / "pons-connect4"  # the repository copy
 
 MIN_SIZE, MAX_SIZE = 4, 12
 SAIBLO_MIN, SAIBLO_MAX = 9, 12
