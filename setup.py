@@ -8,6 +8,7 @@ extensions = [
 ]
 
 WEB = ["starlette>=0.37", "uvicorn>=0.27"]  # python -m selfplay.web
+ONNX = ["onnxruntime>=1.17", "onnx>=1.15"]  # nets.backends "ort" / "ort_int8" (CPU inference)
 
 setup(
     name="c4fast",
@@ -28,10 +29,11 @@ setup(
     extras_require={
         "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
         "web": WEB,
+        "onnx": ONNX,
         "cluster": ["ray>=2.9"],  # selfplay.cluster only; c4fast and nets never import ray
         # the browser tests also need Debian's chromium and chromium-driver (tests/run.sh installs them)
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
-                 "nbformat>=5.7", "ipykernel>=6", *WEB, "selenium>=4.11", "ray>=2.9"],
+                 "nbformat>=5.7", "ipykernel>=6", *WEB, *ONNX, "selenium>=4.11", "ray>=2.9"],
     },
     zip_safe=False,
 )

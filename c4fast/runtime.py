@@ -196,6 +196,22 @@ def die_with_parent(sig: int = signal.SIGTERM, expected_parent: int | None = Non
         os.kill(os.getpid(), sig)
 
 
+def cpu_seconds(pid: int, reaped_children: bool = False) -> float:
+    """CPU time (user + system, all threads) process `pid` has used so far, in seconds;
+    with `reaped_children`, plus that of its children it has waited for. 0.0 when the
+    process is gone or /proc is not there (Linux only)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 class LockedError(RuntimeError):
     """Another live process holds the directory lock."""
 

@@ -1,12 +1,22 @@
-"""`python -m nets.bench`: network and inference-server figures, one JSON line each.
+"""`python -m nets.bench [SECTION ...]`: network and inference figures, one JSON line each.
 
-* model lines (from :mod:`nets.bench_model`): evals/s by preset, board size and batch on
-  the CPU with 2 threads, and the torch-free numpy forward pass;
-* server lines: round-trip latency and throughput through the shared-memory queue with
-  a no-op model, and a real model through the server vs a direct in-process call;
-* GPU lines when CUDA is available: eager vs CUDA graphs, fp32 vs bf16, server path
-  (the full GPU acceptance check with self-play and trainer figures is
-  ``python -m nets.gpucheck``).
+Sections (default: all but ``gpu`` on a machine without CUDA), each line has a ``"bench"`` key:
+
+* ``roofline``: the CPU's achievable fp32 GFLOP/s, a square ``torch.mm`` at several sizes
+  with the same threads (``roofline_peak`` is the best; every ``of_peak`` below divides by it);
+* ``model``: eager torch evals/s by preset, board and batch, with FLOPs per eval
+  (:func:`nets.fused.flops_per_eval`), achieved GFLOP/s and the fraction of the peak;
+* ``backends``: every :mod:`nets.backends` engine on the same batches (one size, and the
+  16 Saiblo sizes in turn as self-play sends them), speed plus its error against eager
+  fp32 on positions of random games (the shipped net's weights where its preset matches);
+* ``numpy_startup``: import + load time of the torch-free numpy net in a fresh interpreter;
+* ``server``: a no-op round trip, then the same net through the inference server and by a
+  direct call of the same forward in a fresh process with the same threads, side by side;
+* ``search_share``: share of self-play time in the search vs the net (in-process);
+* ``gpu``: eager vs CUDA graphs, fp32 vs bf16 through the server (CUDA only).
+
+Timings are wall-clock means after one warm-up call; the 1-minute load average is in the
+``env`` line: other processes on the CPU distort multi-threaded timings badly.
 """
 
 from __future__ import annotations
@@ -14,7 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -22,31 +35,204 @@ import torch
 
 import c4fast
 from nets import shm_queue as q
-from nets.bench_model import _time
-from nets.server import ServerConfig, load_model, request_shutdown, start_server
+from nets.config import PRESETS, get_preset
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED = {"cpu_small": os.path.join(REPO, "models", "c4fast_cpu.pt")}  # preset -> trained weights
+SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
+SECTIONS = ("roofline", "model", "backends", "numpy_startup", "server", "search_share", "gpu")
+
+_peak: dict[int, float] = {}  # threads -> measured fp32 matmul GFLOP/s
 
 
-def _emit(d: dict) -> None:
-    print(json.dumps(d), flush=True)
+def _emit(**rec) -> None:
+    print(json.dumps({"bench": rec.pop("bench"), **rec}), flush=True)
 
 
-def bench_server(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=1.0, clients=1):
+def _time(fn, seconds: float) -> tuple[int, float]:
+    """Warm up once, then call fn until `seconds` elapse (at least twice); (calls, secs)."""
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= seconds and n >= 2:
+            return n, dt
+
+
+def _rates(evals: float, flops: float, threads: int) -> dict:
+    """evals/s plus achieved GFLOP/s and its fraction of the measured matmul peak."""
+    d = {"evals_per_s": round(evals, 1), "gflops": round(flops * evals / 1e9, 2)}
+    if threads in _peak:
+        d["of_peak"] = round(flops * evals / 1e9 / _peak[threads], 3)
+    return d
+
+
+def _planes(b: int, h: int, w: int, c: int = c4fast.NUM_PLANES, seed: int = 0) -> np.ndarray:
+    from c4fast.game import Game
+
+    rng = np.random.default_rng(seed)
+    x = (rng.random((b, c, h, w)) < 0.3).astype(np.float32)
+    x[:, 3] = Game(h, w, None).planes()[3] if min(h, w) >= 4 else 1.0
+    return x
+
+
+def _model(preset: str, trained: bool = True):
+    """(eval-mode Net, "weights" label): the shipped weights where they match, else seed 0."""
+    from nets.checkpoint import load_checkpoint
+    from nets.model import build_model
+
+    path = SHIPPED.get(preset)
+    if trained and path and os.path.exists(path):
+        model, _, _ = load_checkpoint(path, map_location="cpu")
+        return model.eval(), os.path.relpath(path, REPO)
+    torch.manual_seed(0)
+    return build_model(get_preset(preset)).eval(), "random"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def bench_roofline(threads: int, seconds: float) -> float:
+    """fp32 GFLOP/s of square matmuls (2 n^3 FLOPs each); records and returns the best."""
+    torch.set_num_threads(threads)
+    best = 0.0
+    for n in (256, 512, 1024, 2048):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        out = torch.empty(n, n)
+        calls, dt = _time(lambda: torch.mm(a, b, out=out), seconds)
+        g = 2 * n ** 3 * calls / dt / 1e9
+        best = max(best, g)
+        _emit(bench="roofline", threads=threads, n=n, gflops=round(g, 1))
+    _peak[threads] = best
+    _emit(bench="roofline_peak", threads=threads, gflops=round(best, 1))
+    return best
+
+
+def bench_model(presets, sizes, batches, seconds, threads) -> None:
+    from nets.fused import flops_per_eval
+
+    torch.set_num_threads(threads)
+    for p in presets:
+        model, _ = _model(p, trained=False)
+        for h, w in sizes:
+            f = flops_per_eval(model.config, h, w)
+            for b in batches:
+                x = torch.from_numpy(_planes(b, h, w))
+
+                def run():
+                    with torch.inference_mode():
+                        model(x)
+
+                n, dt = _time(run, seconds)
+                _emit(bench="model", preset=p, board=f"{h}x{w}", batch=b, threads=threads, flops_per_eval=f,
+                      ms_per_batch=round(1e3 * dt / n, 3), **_rates(n * b / dt, f, threads))
+
+
+def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
+    """Each backend on `batch` positions of `size`, then on the 16 Saiblo sizes in turn;
+    errors against eager fp32 on positions of random games (worst and mean over sizes)."""
+    from nets.backends import BackendUnavailable, CpuBackend, calibration_planes
+    from nets.fused import flops_per_eval
+    from nets.selfcheck import compare
+    from c4fast.evaluators import softmax_rows
+
+    torch.set_num_threads(threads)
+    test = calibration_planes(SAIBLO + ((6, 7),), 64, seed=12345)
+    h, w = size
+    for p in presets:
+        model, weights = _model(p)
+        ref = CpuBackend(model, "eager")
+        ref_out = [ref(x) for x in test]
+        f_one = flops_per_eval(model.config, h, w)
+        f_mix = float(np.mean([flops_per_eval(model.config, *s) for s in SAIBLO]))
+        x_one = _planes(batch, h, w)
+        x_mix = [_planes(batch, *s, seed=i) for i, s in enumerate(SAIBLO)]
+        for kind in kinds:
+            try:
+                t0 = time.perf_counter()
+                be = CpuBackend(model, kind, threads=threads)
+                build_s = time.perf_counter() - t0
+            except BackendUnavailable as e:
+                _emit(bench="backend", preset=p, backend=kind, available=False, note=str(e))
+                continue
+            errs = [compare(be(x)[0], softmax_rows(be(x)[1]), rp, softmax_rows(rv))
+                    for x, (rp, rv) in zip(test, ref_out)]
+            acc = {"policy_rel_max": max(e["policy_rel"] for e in errs),
+                   "policy_rel_mean": float(np.mean([e["policy_rel"] for e in errs])),
+                   "wdl_abs_max": max(e["wdl_abs"] for e in errs)}
+            n, dt = _time(lambda: be(x_one), seconds)
+            one = _rates(n * batch / dt, f_one, threads)
+            it = iter(range(10 ** 9))
+            n, dt = _time(lambda: be(x_mix[next(it) % len(x_mix)]), max(seconds, 0.5))
+            mix = _rates(n * batch / dt, f_mix, threads)
+            _emit(bench="backend", preset=p, backend=kind, weights=weights, threads=threads, batch=batch,
+                  build_s=round(build_s, 2), **{k: float(f"{v:.3g}") for k, v in acc.items()},
+                  board=f"{h}x{w}", flops_per_eval=f_one, **one,
+                  saiblo_mix={"flops_per_eval": round(f_mix), **mix})
+
+
+def bench_numpy_startup(preset: str, runs: int = 3) -> None:
+    from nets.model import Net
+    from nets.numpy_net import export_numpy
+
+    with tempfile.TemporaryDirectory() as d:
+        path = export_numpy(Net(get_preset(preset)).eval(), os.path.join(d, f"{preset}.npz"))
+        code = ("import time\nt = time.perf_counter()\nimport nets.numpy_net as m\n"
+                f"m.NumpyNet.load({path!r})\nprint(time.perf_counter() - t)\n")
+        env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        best_in, best_proc = float("inf"), float("inf")
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
+                                 capture_output=True, text=True, check=True)
+            best_proc = min(best_proc, time.perf_counter() - t0)
+            best_in = min(best_in, float(out.stdout.strip()))
+        _emit(bench="numpy_startup", preset=preset, import_load_s=round(best_in, 4),
+              process_s=round(best_proc, 4), npz_bytes=os.path.getsize(path))
+
+
+def _request_stream(batches, size, seed=0):
+    """The uint8 request batches of a server benchmark: one per (batch, size)."""
+    rng = np.random.default_rng(seed)
+    return [(rng.random((b, c4fast.NUM_PLANES, *size)) < 0.3).astype(np.uint8) for b in batches]
+
+
+def _direct_child(cfg, batches, size, seconds, conn) -> None:
+    """Fresh process: the server's own forward (uint8 -> float32 -> backend -> softmax) on
+    the same requests, no queue. Sends back [(batch, call_us, evals_per_s)]."""
+    from nets.server import InferenceServer
+
+    fwd = InferenceServer.direct_forward(cfg)
+    out = []
+    for x in _request_stream(batches, size):
+        t = torch.from_numpy(x)
+        n, dt = _time(lambda: fwd(t), seconds)
+        out.append((x.shape[0], dt / n * 1e6, n * x.shape[0] / dt))
+    conn.send(out)
+
+
+def bench_server(cfg, label: str, batches, size=(12, 12), seconds=1.0) -> list[dict]:
+    """Round trips through a fresh server process; returns the emitted records."""
+    from nets.server import request_shutdown, start_server
+
     ctx = mp.get_context("spawn")
-    max_batch = max(batches)
-    sq = q.SharedQueue(ctx, clients, max_batch, c4fast.NUM_PLANES)
+    sq = q.SharedQueue(ctx, 1, max(batches), c4fast.NUM_PLANES)
     proc = start_server(ctx, sq.handles, cfg)
+    recs = []
     try:
         c = q.InferenceClient(sq.handles, 0)
-        h, w = size
-        rng = np.random.default_rng(0)
-        for b in batches:
-            x = (rng.random((b, c4fast.NUM_PLANES, h, w)) < 0.3).astype(np.uint8)
-            buf = c.planes_buffer(h, w)[:b]
+        for x in _request_stream(batches, size):
+            b = x.shape[0]
+            buf = c.planes_buffer(*size)[:b]
             buf[...] = x
             n, dt = _time(lambda: c.evaluate(buf), seconds)
-            _emit({"bench": "server", "model": label, "device": cfg.device, "board": f"{h}x{w}",
-                   "batch": b, "round_trip_us": round(dt / n * 1e6, 1),
-                   "evals_per_s": round(n * b / dt)})
+            rec = dict(bench="server", model=label, forward=cfg.forward, device=cfg.device, threads=cfg.threads,
+                       board=f"{size[0]}x{size[1]}", batch=b, round_trip_us=round(dt / n * 1e6, 1),
+                       evals_per_s=round(n * b / dt))
+            _emit(**rec)
+            recs.append(rec)
         c.close()
     finally:
         request_shutdown(sq.handles)
@@ -54,53 +240,62 @@ def bench_server(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=
         if proc.is_alive():
             proc.kill()
         sq.close()
+    return recs
 
 
-def bench_direct(cfg: ServerConfig, label: str, batches, size=(12, 12), seconds=1.0):
-    device = torch.device(cfg.device)
-    model, _, _ = load_model(cfg, device)
-    h, w = size
-    rng = np.random.default_rng(0)
-    for b in batches:
-        x = (rng.random((b, c4fast.NUM_PLANES, h, w)) < 0.3).astype(np.uint8)
+def bench_direct(cfg, label: str, batches, size=(12, 12), seconds=1.0) -> list[dict]:
+    """The server's forward called directly in a fresh process (same config and threads)."""
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_direct_child, args=(cfg, batches, size, seconds, send))
+    p.start()
+    res = recv.recv()
+    p.join()
+    recs = []
+    for b, us, eps in res:
+        rec = dict(bench="direct", model=label, forward=cfg.forward, device=cfg.device, threads=cfg.threads,
+                   board=f"{size[0]}x{size[1]}", batch=b, call_us=round(us, 1), evals_per_s=round(eps))
+        _emit(**rec)
+        recs.append(rec)
+    return recs
 
-        def call():
-            with torch.inference_mode():
-                pol, val = model(torch.from_numpy(x).to(device).float())
-                return pol.cpu().numpy(), torch.softmax(val, 1).cpu().numpy()
 
-        n, dt = _time(call, seconds)
-        _emit({"bench": "direct", "model": label, "device": cfg.device, "board": f"{h}x{w}",
-               "batch": b, "call_us": round(dt / n * 1e6, 1), "evals_per_s": round(n * b / dt)})
+def bench_server_vs_direct(cfg, label, batches, size, seconds) -> None:
+    srv = bench_server(cfg, label, batches, size, seconds)
+    direct = bench_direct(cfg, label, batches, size, seconds)
+    for s, d in zip(srv, direct):
+        _emit(bench="server_vs_direct", model=label, forward=cfg.forward, threads=cfg.threads,
+              board=s["board"], batch=s["batch"], server_evals_per_s=s["evals_per_s"],
+              direct_evals_per_s=d["evals_per_s"], ratio=round(s["evals_per_s"] / d["evals_per_s"], 3),
+              overhead_us=round(s["round_trip_us"] - d["call_us"], 1))
 
 
 def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int = 200,
-                       size=(12, 12), threads: int = 2) -> dict:
+                       size=(12, 12), threads: int = 2) -> None:
     """Share of self-play time in the search vs the evaluator: BatchedMCTS with a real net
     evaluated in-process (one core for the search, `threads` for torch)."""
     from c4fast.config import SearchConfig
     from c4fast.game import Game
     from c4fast.mcts import BatchedMCTS
-    from nets.config import get_preset
     from nets.evaluator import TorchEvaluator
-    from nets.model import build_model
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    ev = TorchEvaluator(build_model(get_preset(preset)))
+    ev = TorchEvaluator(_model(preset, trained=False)[0])
     h, w = size
     mcts = BatchedMCTS(SearchConfig(), games, h, w, seed=0, max_playouts=playouts)
     planes = mcts.planes_buffer()
-    for g in range(games):
-        mcts.set_position(g, Game(h, w, (h // 2, w // 2)).state)
-        mcts.start_search(g, 2, full=True)
+
+    def start(n):
+        for g in range(games):
+            mcts.set_position(g, Game(h, w, (h // 2, w // 2)).state)
+            mcts.start_search(g, n, full=True)
+
+    start(2)
     while not mcts.all_done():  # warm-up: compile and first torch calls
         n = mcts.select(planes)
         if n:
             mcts.expand_and_backup(n, *ev.evaluate(planes[:n], None))
-    for g in range(games):
-        mcts.set_position(g, Game(h, w, (h // 2, w // 2)).state)
-        mcts.start_search(g, playouts, full=True)
+    start(playouts)
     t_search = t_eval = 0.0
     evals = 0
     while not mcts.all_done():
@@ -111,21 +306,21 @@ def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int
             logits, wdl = ev.evaluate(planes[:n], None)
             t2 = time.perf_counter()
             mcts.expand_and_backup(n, logits, wdl)
-            t3 = time.perf_counter()
-            t_search += (t1 - t0) + (t3 - t2)
+            t_search += (t1 - t0) + (time.perf_counter() - t2)
             t_eval += t2 - t1
             evals += n
         else:
             t_search += t1 - t0
     total = t_search + t_eval
-    return {"bench": "search_share", "preset": preset, "board": f"{h}x{w}", "games": games,
-            "playouts": playouts, "evals": evals, "search_share": round(t_search / total, 4),
-            "evaluator_share": round(t_eval / total, 4), "seconds": round(total, 2),
-            "evals_per_s": round(evals / total, 1)}
+    _emit(bench="search_share", preset=preset, board=f"{h}x{w}", games=games, playouts=playouts, evals=evals,
+          search_share=round(t_search / total, 4), evaluator_share=round(t_eval / total, 4),
+          seconds=round(total, 2), evals_per_s=round(evals / total, 1))
 
 
-def bench_gpu(seconds: float):
+def bench_gpu(seconds: float) -> None:
     """Eager vs CUDA graph, fp32 vs bf16, and the server path, for b3c128nbt on 12x12."""
+    from nets.server import ServerConfig
+
     for precision in ("fp32", "bf16"):
         for graphs in (False, True):
             cfg = ServerConfig(device="cuda", preset="b3c128nbt", precision=precision,
@@ -134,32 +329,86 @@ def bench_gpu(seconds: float):
                          [256, 1024, 4096], seconds=seconds)
 
 
+# --------------------------------------------------------------------------- CLI
+
+
+def _size(s: str) -> tuple[int, int]:
+    try:
+        h, w = (int(v) for v in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"board size must look like 9x12, got {s!r}") from None
+    if not (4 <= h <= 12 and 4 <= w <= 12):
+        raise argparse.ArgumentTypeError(f"board size {s!r} outside 4..12 x 4..12")
+    return h, w
+
+
+def _list(conv):
+    return lambda s: [conv(v) for v in s.split(",") if v]
+
+
 def main(argv=None) -> int:
+    from nets.backends import BACKENDS
+    from nets.server import ServerConfig
+
     ap = argparse.ArgumentParser(prog="python -m nets.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--skip-model", action="store_true", help="skip the per-preset model lines")
-    ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per figure")
-    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    ap.add_argument("sections", nargs="*", help=f"sections to run: {', '.join(SECTIONS)} (default: all)")
+    ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per figure (default 1)")
+    ap.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime threads (default 2)")
+    ap.add_argument("--presets", type=_list(str), default=["cpu_small", "b3c128nbt"],
+                    help="comma-separated presets (default: cpu_small,b3c128nbt)")
+    ap.add_argument("--sizes", type=_list(_size), default=[(6, 7), (9, 9), (12, 12)],
+                    help="boards of the model section (default: 6x7,9x9,12x12)")
+    ap.add_argument("--batches", type=_list(int), default=[1, 8, 64, 256, 1024],
+                    help="batches of the model section (default: 1,8,64,256,1024)")
+    ap.add_argument("--backends", type=_list(str), default=list(BACKENDS),
+                    help=f"engines of the backends section (default: {','.join(BACKENDS)})")
+    ap.add_argument("--batch", type=int, default=256, help="batch of the backends section (default 256)")
+    ap.add_argument("--server-forwards", type=_list(str), default=["eager"],
+                    help="server forward paths compared with a direct call (default: eager)")
+    ap.add_argument("--server-batches", type=_list(int), default=[48, 96, 256],
+                    help="request batches of the server section (default 48,96,256: the CPU presets' "
+                         "worker batches of 1 and 2 leaves per game, and the server's forward cap)")
     args = ap.parse_args(argv)
-    if args.seconds <= 0:
-        ap.error("--seconds must be > 0")
-    if args.threads < 1:
-        ap.error("--threads must be >= 1")
+    bad = [s for s in args.sections if s not in SECTIONS]
+    if bad:
+        ap.error(f"unknown section(s) {bad}; choose from {', '.join(SECTIONS)}")
+    if args.seconds <= 0 or args.threads < 1 or args.batch < 1:
+        ap.error("--seconds must be > 0, --threads and --batch >= 1")
+    for p in args.presets:
+        if p not in PRESETS:
+            ap.error(f"unknown preset {p!r}; choose from {sorted(PRESETS)}")
+    for k in args.backends:
+        if k not in BACKENDS:
+            ap.error(f"unknown backend {k!r}; choose from {', '.join(BACKENDS)}")
+    sections = args.sections or [s for s in SECTIONS if s != "gpu" or torch.cuda.is_available()]
     torch.set_num_threads(args.threads)
-    if not args.skip_model:
-        from nets import bench_model
-
-        bench_model.main(["--seconds", str(min(args.seconds, 0.5))])
-    _emit(bench_search_share(threads=args.threads))
-    noop = ServerConfig(noop=True, threads=args.threads)
-    bench_server(noop, "noop", [1, 64, 2048], seconds=args.seconds)
-    small = ServerConfig(preset="cpu_small", threads=args.threads)
-    bench_server(small, "cpu_small", [1, 256, 1024], seconds=args.seconds)
-    bench_direct(small, "cpu_small", [1, 256, 1024], seconds=args.seconds)
-    if torch.cuda.is_available():
-        bench_gpu(args.seconds)
-    else:
-        _emit({"bench": "gpu", "available": False, "note": "no CUDA device: GPU figures skipped"})
+    _emit(bench="env", torch=torch.__version__, numpy=np.__version__, threads=args.threads,
+          cpus=os.cpu_count(), loadavg_1m=round(os.getloadavg()[0], 2))
+    if any(s in sections for s in ("roofline", "model", "backends")):
+        bench_roofline(args.threads, args.seconds)  # of_peak needs it
+    if "model" in sections:
+        bench_model(args.presets, args.sizes, args.batches, min(args.seconds, 0.5), args.threads)
+    if "backends" in sections:
+        bench_backends(args.presets, args.backends, (12, 12), args.batch, args.seconds, args.threads)
+    if "numpy_startup" in sections:
+        for p in args.presets:
+            bench_numpy_startup(p)
+    if "server" in sections:
+        bench_server(ServerConfig(noop=True, threads=args.threads), "noop", [1, 64, 2048], seconds=args.seconds)
+        for p in args.presets:
+            model_path = SHIPPED.get(p) if os.path.exists(SHIPPED.get(p, "")) else None
+            for fwd in args.server_forwards:
+                cfg = ServerConfig(preset=p, model=model_path, threads=args.threads, forward=fwd,
+                                   max_forward_batch=256)
+                bench_server_vs_direct(cfg, p, args.server_batches, (12, 12), args.seconds)
+    if "search_share" in sections:
+        bench_search_share(threads=args.threads)
+    if "gpu" in sections:
+        if torch.cuda.is_available():
+            bench_gpu(args.seconds)
+        else:
+            _emit(bench="gpu", available=False, note="no CUDA device: GPU figures skipped")
     return 0
 
 

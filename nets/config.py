@@ -114,6 +114,12 @@ class NetConfig:
         return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
 
 
+#: Forward paths of an inference server (:mod:`nets.server`, :mod:`nets.backends`);
+#: "auto": eager on the CPU, BN-folded on CUDA.
+FORWARDS = ("auto", "eager", "fused", "compiled", "numpy", "ort", "ort_int8")
+CPU_ONLY_FORWARDS = ("numpy", "ort", "ort_int8")
+
+
 PRESETS: dict[str, NetConfig] = {
     # katac4's size: 3 nested-bottleneck blocks of 128 channels (~0.55M parameters).
     "b3c128nbt": NetConfig(

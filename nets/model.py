@@ -41,7 +41,10 @@ def global_pool(x: torch.Tensor) -> torch.Tensor:
     """(B, C, H, W) -> (B, 3C): mean, mean * (sqrt(H*W) - 10) / 10, max over H, W."""
     h, w = x.shape[-2], x.shape[-1]
     mean = x.mean(dim=(2, 3))
-    scale = (math.sqrt(h * w) - 10.0) / 10.0
+    if torch.jit.is_tracing():  # ONNX export: keep the board size symbolic, not a constant
+        scale = (x[0, 0].new_ones(()).expand(h, w).sum().sqrt() - 10.0) / 10.0
+    else:
+        scale = (math.sqrt(h * w) - 10.0) / 10.0
     mx = x.amax(dim=(2, 3))
     return torch.cat([mean, mean * scale, mx], dim=1)
 

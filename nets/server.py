@@ -5,7 +5,9 @@ groups pending requests by board size, concatenates each group (up to
 ``max_forward_batch`` positions), runs the network and writes policy logits and
 win/draw/loss probabilities back into the slots.
 
-* CPU path: plain eager torch (float32), the same protocol.
+* CPU path: one of the :mod:`nets.backends` engines (``forward``: eager torch by default,
+  BN-folded, compiled, numpy, ONNX Runtime fp32 or int8), the same protocol; every
+  engine but eager is self-checked against eager fp32 at start-up and on each reload.
 * CUDA path (:mod:`nets.cuda_runner`): the process pins itself to its GPU before any
   CUDA call (:func:`server_main`), captures at start-up one CUDA graph per (board size,
   batch bucket) of the BN-folded net in bf16/channels_last on its own stream with a
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 
 from nets import _atomics
+from nets.config import CPU_ONLY_FORWARDS, FORWARDS
 from nets import shm_queue as q
 
 log = logging.getLogger(__name__)
@@ -49,8 +52,8 @@ class ServerConfig:
     precision: "fp32", "bf16", "fp16" or "auto" (bf16 on CUDA, fp32 on the CPU).
     threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
     forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
-    "compiled" (torch.compile of the fused net) or "auto" (eager on the CPU: bit-exact
-    with training; fused on CUDA).
+    "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8"
+    (:mod:`nets.backends`); or "auto" (eager on the CPU, fused on CUDA).
     sizes: board sizes (h, w) a CUDA server captures graphs for at start-up (empty: the
     16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
     (and every hot reload) with the eager fp32 forward. pipeline: keep two batches in
@@ -74,8 +77,10 @@ class ServerConfig:
     pipeline: bool = True
 
     def __post_init__(self):
-        if self.forward not in ("auto", "eager", "fused", "compiled"):
-            raise ValueError(f"forward must be auto/eager/fused/compiled, got {self.forward!r}")
+        if self.forward not in FORWARDS:
+            raise ValueError(f"forward must be one of {'/'.join(FORWARDS)}, got {self.forward!r}")
+        if self.forward in CPU_ONLY_FORWARDS and self.device != "cpu":
+            raise ValueError(f"forward {self.forward!r} runs on the CPU only, not on {self.device!r}")
         object.__setattr__(self, "sizes", tuple((int(h), int(w)) for h, w in self.sizes))
         for h, w in self.sizes:
             if not (q.MIN_SIZE <= h <= q.MAX_SIZE and q.MIN_SIZE <= w <= q.MAX_SIZE):
@@ -118,6 +123,17 @@ def server_threads(cfg: ServerConfig) -> int:
     return 1 if cfg.device.startswith("cuda") else 0
 
 
+def cpu_forward(backend, x_u8: torch.Tensor, step: int):
+    """(n, C, H, W) uint8 planes -> (policy logits (n, H*W), wdl probabilities (n, 3)),
+    float32 numpy, in forward calls of at most `step` positions."""
+    n = x_u8.shape[0]
+    if n > step:  # CPU throughput peaks at moderate batches: split big requests
+        parts = [cpu_forward(backend, x_u8[i:i + step], step) for i in range(0, n, step)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    pol, val = backend(x_u8.numpy().astype(np.float32))
+    return pol, torch.softmax(torch.from_numpy(val), 1).numpy()  # torch's: bit-exact with training
+
+
 class InferenceServer:
     def __init__(self, handles: q.QueueHandles, cfg: ServerConfig):
         self.handles = handles
@@ -131,8 +147,8 @@ class InferenceServer:
         if threads > 0:
             torch.set_num_threads(threads)
         self.model = None
-        self.module = None  # CPU fused/compiled module (forward != "eager")
-        self.fwd = None
+        self.backend = None  # nets.backends.CpuBackend on the CPU
+        self._flops: dict = {}  # (h, w) -> FLOPs per evaluation
         self.version = -1
         self.source = None
         self.source_mtime = None
@@ -141,6 +157,8 @@ class InferenceServer:
         self._busy: set = set()  # slots whose request is in flight
         self.batches = 0
         self.positions = 0
+        self.flops = 0  # network FLOPs served (nets.fused.flops_per_eval per position)
+        self.busy_ns = 0  # CPU path: nanoseconds inside the forward
         if not cfg.noop:
             self._load()
 
@@ -161,17 +179,16 @@ class InferenceServer:
         kind = self._forward_kind()
         if self.device.type == "cuda":
             self._load_cuda(model, kind)
-        elif kind == "eager":
-            self.model = model
         else:
-            from nets.cuda_runner import inference_module, load_inference_weights
+            from nets.backends import CpuBackend
 
-            if self.module is not None and self.module.config == model.config:
-                load_inference_weights(self.module, model)
+            if self.backend is not None and self.backend.config == model.config:
+                self.backend.load(model)
             else:
-                self.module, self.fwd = inference_module(model, kind, torch.float32, self.device, False)
+                self.backend = CpuBackend(model, kind, threads=server_threads(self.cfg))
+                self._flops = {}
             self.model = model
-            if self.cfg.self_check:
+            if self.cfg.self_check and kind != "eager":
                 self._cpu_self_check()
         self.version = version
         self.source = path
@@ -203,7 +220,7 @@ class InferenceServer:
         self.model = model
 
     def _cpu_self_check(self):
-        from nets.cuda_runner import tolerance_for
+        from nets.backends import tolerance_of
         from nets.selfcheck import self_check
 
         def ref(x):
@@ -213,7 +230,7 @@ class InferenceServer:
 
         h, w = (self.cfg.sizes or ((12, 12),))[-1]
         self_check(f"CPU {self._forward_kind()} forward", lambda x: self.forward(torch.from_numpy(x)), ref,
-                   h, w, 16, self.layout.num_planes, tolerance_for(torch.float32, "cpu"))
+                   h, w, 16, self.layout.num_planes, tolerance_of(self._forward_kind()))
 
     def maybe_reload(self) -> bool:
         """Load a newer checkpoint if `model` is a directory (or a file that changed)."""
@@ -250,16 +267,20 @@ class InferenceServer:
         if self.runner is not None:
             self._drain()
             return self.runner.run_sync(x_u8.numpy())
-        step = self.cfg.max_forward_batch
-        if n > step:  # CPU throughput peaks at moderate batches: split big requests
-            parts = [self.forward(x_u8[i:i + step]) for i in range(0, n, step)]
-            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        with torch.inference_mode():
-            x = x_u8.to(torch.float32)
-            pol, val = (self.fwd or self.model)(x)
-            pol = pol.float().flatten(1)
-            wdl = torch.softmax(val.float(), dim=1)
-            return pol.numpy(), wdl.numpy()
+        return cpu_forward(self.backend, x_u8, self.cfg.max_forward_batch)
+
+    @staticmethod
+    def direct_forward(cfg: ServerConfig):
+        """The CPU forward a server with `cfg` runs, as a plain callable in this process
+        (same threads, model, backend and batching; no queue): benchmarks compare the two."""
+        from nets.backends import CpuBackend
+
+        threads = server_threads(cfg)
+        if threads > 0:
+            torch.set_num_threads(threads)
+        model, _, _ = load_model(cfg, torch.device("cpu"))
+        backend = CpuBackend(model, "eager" if cfg.forward == "auto" else cfg.forward, threads=threads)
+        return lambda x_u8: cpu_forward(backend, x_u8, cfg.max_forward_batch)
 
     # ------------------------------------------------------------------ serving
     def _reject(self, s: int, seq: int, text: str):
@@ -314,7 +335,9 @@ class InferenceServer:
                 x = torch.from_numpy(self.slots[s].planes(n, h, w))
             else:
                 x = torch.cat([torch.from_numpy(self.slots[s].planes(n, h, w)) for s, _, n in chunk])
+            t0 = time.perf_counter_ns()
             pol, wdl = self.forward(x)
+            self.busy_ns += time.perf_counter_ns() - t0
             status, text = q.STATUS_OK, ""
         except Exception as e:  # noqa: BLE001 - report to the workers, keep serving
             traceback.print_exc(file=sys.stderr)
@@ -377,8 +400,20 @@ class InferenceServer:
             self.handles.slot_bells[s].release()
         self.batches += 1
         self.positions += total
+        if status == q.STATUS_OK and self.model is not None:
+            s, _, _ = chunk[0]
+            v = self.slots[s]
+            size = (int(v.header[q.S_HEIGHT]), int(v.header[q.S_WIDTH]))
+            f = self._flops.get(size)
+            if f is None:
+                from nets.fused import flops_per_eval
+
+                f = self._flops[size] = flops_per_eval(self.model.config, *size)
+            self.flops += f * total
         self.hdr[q.G_BATCHES] = self.batches
         self.hdr[q.G_POSITIONS] = self.positions
+        self.hdr[q.G_FLOPS] = self.flops
+        self.hdr[q.G_BUSY_NS] = self.busy_ns
 
     def serve_forever(self, idle_slice: float = 0.05) -> None:
         """Main loop: until the shutdown flag is set in the global header."""

@@ -6,7 +6,8 @@ Layout of one ``multiprocessing.shared_memory`` block::
 
     global header   int64[16]   MAGIC, PROTOCOL, num_slots, max_batch, num_planes,
                                 server pid, heartbeat, model version, shutdown, reloads,
-                                forward batches, positions evaluated, CUDA graphs captured
+                                forward batches, positions evaluated, CUDA graphs captured,
+                                FLOPs served, CPU forward nanoseconds
     per slot s (num_slots of them, each 64-byte aligned):
       header        int64[8]    req_seq, resp_seq, count, height, width, status, client pid
       error text    uint8[256]  UTF-8 message when status != OK
@@ -45,6 +46,8 @@ ERROR_BYTES = 256
 G_MAGIC, G_PROTOCOL, G_SLOTS, G_MAX_BATCH, G_PLANES, G_SERVER_PID, G_HEARTBEAT = range(7)
 G_MODEL_VERSION, G_SHUTDOWN, G_RELOADS, G_BATCHES, G_POSITIONS = 7, 8, 9, 10, 11
 G_CAPTURES = 12  # CUDA graphs captured by the server so far (a hot reload adds none)
+G_FLOPS = 13  # network FLOPs served so far (nets.fused.flops_per_eval per position)
+G_BUSY_NS = 14  # CPU server: nanoseconds spent inside the forward so far
 GLOBAL_WORDS = 16
 # slot header fields
 S_REQ, S_RESP, S_COUNT, S_HEIGHT, S_WIDTH, S_STATUS, S_CLIENT_PID = range(7)

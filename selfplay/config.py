@@ -20,6 +20,7 @@ import numpy as np
 from c4fast.cli import flatten, opt
 from c4fast.config import SearchConfig
 from c4fast.game import SAIBLO_SIZES, parse_sizes  # noqa: F401  (re-exported)
+from nets.config import CPU_ONLY_FORWARDS, FORWARDS
 
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
@@ -113,6 +114,9 @@ class RunConfig:
     max_restarts: int = field(default=8, metadata=opt(
         "restarts of one worker before the run gives up with an error (back-off 1..30 s)"))
     threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
+    forward: str = field(default="auto", metadata=opt(
+        "forward path of the server: auto (eager on the CPU), " + ", ".join(FORWARDS[1:])
+        + " (see nets.backends; ort and ort_int8 need pip install 'c4fast[onnx]')"))
     reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
     status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
     node_tag: str | None = field(default=None, metadata=opt(
@@ -139,6 +143,10 @@ class RunConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be a finite number "
                                  f"{'>= 0' if low_ok else '> 0'}, got {v!r}")
         parse_sizes(self.sizes)
+        if self.forward not in FORWARDS:
+            raise ValueError(f"--forward must be one of {', '.join(FORWARDS)}, got {self.forward!r}")
+        if self.forward in CPU_ONLY_FORWARDS and self.gpus > 0:
+            raise ValueError(f"--forward {self.forward} runs on the CPU only (drop --gpus)")
         if self.node_tag is not None and not NODE_TAG_RE.match(self.node_tag):
             raise ValueError(f"--node-tag {self.node_tag!r}: use 1..32 letters, digits or '-'")
         if self.incarnation is not None and not 0 <= self.incarnation < 2**63:

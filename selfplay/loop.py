@@ -40,7 +40,7 @@ from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, con
                         config_to_dict, opt, save_config)
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, die_with_parent,
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, cpu_seconds, die_with_parent,
                             forget_handled_interrupt, ignore_interrupts, raise_on_interrupt,
                             setup_logging)
 from nets.replay import WindowConfig
@@ -142,6 +142,7 @@ class Loop:
         self.state = {"preset": cfg.preset, "config": config_to_dict(cfg), "elapsed": 0.0, "evaluated": [],
                       "latest_elo": None}
         self._samples_cache: dict[str, int] = {}
+        self._cpu_last: tuple[float, dict] | None = None  # (monotonic time, CPU seconds per role)
 
     @staticmethod
     def stored_config(run_dir: str) -> LoopConfig | None:
@@ -255,16 +256,37 @@ class Loop:
 
         return count_samples([self.data], self._samples_cache)[1]
 
+    def cpu_split(self, sp: dict) -> dict[str, float]:
+        """Cores in use per role since the previous call (CPU seconds / wall seconds, from
+        /proc): "search" (self-play workers: search, encoding, shard writing), "inference"
+        (the servers), "train" (the trainer), "other" (the loop with its evaluation games and
+        the self-play parent). The CPU budget of the preset, as measured."""
+        pids = {"search": sp.get("worker_pids", []), "inference": sp.get("server_pids", []),
+                "train": [self.procs["train"].pid] if "train" in self.procs else [],
+                "other": [self.procs["selfplay"].pid] if "selfplay" in self.procs else []}
+        now = time.monotonic()
+        total = {role: sum(cpu_seconds(p) for p in ps) for role, ps in pids.items()}
+        total["other"] += cpu_seconds(os.getpid(), reaped_children=True)  # + evaluation games
+        last, self._cpu_last = self._cpu_last, (now, total)
+        if last is None or now - last[0] < 1.0:
+            return {}
+        dt = now - last[0]
+        # a restarted process starts again from 0: never report a negative share
+        return {role: max(0.0, (total[role] - last[1].get(role, 0.0)) / dt) for role in total}
+
     def status_line(self) -> str:
-        """One line: run time, self-play and trainer progress, rates, latest Elo."""
+        """One line: run time, self-play and trainer progress, rates, cores per role, latest Elo."""
         sp = _read_json(os.path.join(self.logs, "selfplay_status.json"))
         tr = _read_json(os.path.join(self.logs, "train_status.json"))
+        split = self.cpu_split(sp)
+        cores = ("  cores: " + " ".join(f"{k} {v:.2f}" for k, v in split.items())
+                 + f" of {os.cpu_count()}") if split else ""
         elo = self.state.get("latest_elo")
         elo_text = f"Elo {elo['elo']:.0f} [{elo['lo']:.0f}, {elo['hi']:.0f}] @ step {elo['step']}" if elo else "Elo -"
         minutes = (self.state["elapsed"] + self._run_time()) / 60
         return (f"{minutes:5.1f}/{self.cfg.minutes:g} min  games {sp.get('games', 0)}  samples "
                 f"{sp.get('samples', 0)} ({sp.get('samples_per_s', 0):.1f}/s)  evals {sp.get('evals_per_s', 0):.0f}/s"
-                f"  train step {tr.get('step', 0)} ({tr.get('samples_per_s', 0):.0f} samples/s)  {elo_text}")
+                f"  train step {tr.get('step', 0)} ({tr.get('samples_per_s', 0):.0f} samples/s)  {elo_text}{cores}")
 
     # ------------------------------------------------------------- main
     def run(self) -> dict:

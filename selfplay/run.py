@@ -139,7 +139,7 @@ def run(cfg: RunConfig) -> dict:
         server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.net_preset, seed=cfg.seed,
                                   threads=cfg.threads if cfg.gpus == 0 else 0,
                                   max_forward_batch=256 if cfg.gpus == 0 else max(max_batch, 1024),
-                                  reload_interval=cfg.reload_interval,
+                                  reload_interval=cfg.reload_interval, forward=cfg.forward,
                                   sizes=cfg.size_list if cfg.gpus > 0 else ())
         queues.append(sq)
         servers.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
@@ -189,12 +189,13 @@ def run(cfg: RunConfig) -> dict:
         return {k: sum(st.get(k, 0) for st in inc_stats.values()) for k in keys}
 
     def server_counts():
-        b = p = 0
+        """(forward batches, positions, FLOPs, forward ns) summed over the servers."""
+        c = [0, 0, 0, 0]
         for sq in queues:
             hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
-            b += int(hdr[q.G_BATCHES])
-            p += int(hdr[q.G_POSITIONS])
-        return b, p
+            for i, k in enumerate((q.G_BATCHES, q.G_POSITIONS, q.G_FLOPS, q.G_BUSY_NS)):
+                c[i] += int(hdr[k])
+        return c
 
     def version():
         return int(np.ndarray(q.GLOBAL_WORDS, np.int64, queues[0].shm.buf, 0)[q.G_MODEL_VERSION])
@@ -245,7 +246,7 @@ def run(cfg: RunConfig) -> dict:
                     procs[w] = spawn(w)
             if now >= next_status:
                 counts = server_counts()
-                log.info(_fmt_status(now - t0, tot, counts, version()))
+                log.info(_fmt_status(now - t0, tot, counts[:2], version()))
                 if cfg.status_file:
                     el = max(now - t0, 1e-9)
                     atomic_write_json(cfg.status_file, {
@@ -299,6 +300,13 @@ def run(cfg: RunConfig) -> dict:
         "evals_per_s": round(counts[1] / elapsed, 1),
         "playouts_per_s": round(tot["playouts"] / elapsed, 1),
         "mean_batch": round(counts[1] / counts[0], 1) if counts[0] else 0.0,
+        # network arithmetic: FLOPs per evaluation (nets.fused.flops_per_eval, mean over the
+        # positions served, so over the sizes played), achieved GFLOP/s over the wall time and
+        # inside the server's forward calls, and the share of the wall time spent in them
+        "flops_per_eval": round(counts[2] / counts[1]) if counts[1] else 0,
+        "net_gflops": float(f"{counts[2] / elapsed / 1e9:.4g}"),
+        "net_gflops_in_forward": float(f"{counts[2] / (counts[3] / 1e9) / 1e9:.4g}") if counts[3] else 0.0,
+        "server_busy": round(counts[3] / 1e9 / elapsed / n_servers, 3),
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",

@@ -1,0 +1,240 @@
+"""CPU inference backends: the same eval-mode net computed by different engines.
+
+Every backend is a callable ``fwd(planes) -> (policy logits (n, H*W), value logits (n, 3))``
+taking (n, C, H, W) float32 0/1 planes (numpy, C-contiguous) for the side to move and
+returning float32 numpy arrays; :meth:`CpuBackend.load` swaps in another checkpoint of the
+same architecture (hot reload). Kinds:
+
+===============  ================================================================
+``eager``        the :class:`nets.model.Net` as trained (bit-exact with training)
+``fused``        BatchNorm folded into the convs (:mod:`nets.fused`), channels_last
+``compiled``     ``torch.compile`` of the fused net (one specialisation per shape)
+``numpy``        :mod:`nets.numpy_net` (torch-free, the Saiblo player's path)
+``ort``          ONNX Runtime, fp32, the fused net exported once with a symbolic
+                 batch and board size (needs ``pip install 'c4fast[onnx]'``)
+``ort_int8``     ONNX Runtime with int8 weights (per output channel) and uint8
+                 activations (static QDQ), calibrated on positions of random games
+===============  ================================================================
+
+All but ``ort_int8`` agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.TOLERANCES`
+"fp32"); ``ort_int8`` is held to :data:`INT8_TOLERANCE`, measured on the shipped net (see
+``python -m nets.bench backends``). Threads: torch kinds use the process's
+``torch.set_num_threads``; ONNX Runtime sessions get ``threads`` intra-op threads.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import numpy as np
+import torch
+
+from nets.selfcheck import TOLERANCES, Tolerance
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
+           "make_backend", "tolerance_of"]
+
+BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8")
+
+#: Accepted error of the int8 path against eager fp32 (definitions in :mod:`nets.selfcheck`).
+#: Measured for the shipped ``c4fast_cpu`` net on 128 positions of random games on each of
+#: the 16 Saiblo sizes: policy_rel <= 0.032, wdl_abs <= 0.13 (the worst single position);
+#: about 2x margin, and still far below the ~1.0 of a broken (constant) output.
+INT8_TOLERANCE = Tolerance(policy_rel=0.08, wdl_abs=0.25)
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend's runtime is not installed (the message says what to install)."""
+
+
+def tolerance_of(kind: str) -> Tolerance:
+    """Self-check tolerance of backend `kind` against the eager fp32 forward."""
+    return INT8_TOLERANCE if kind == "ort_int8" else TOLERANCES["fp32"]
+
+
+def calibration_planes(sizes, per_size: int = 64, seed: int = 0, num_planes: int = 9) -> list[np.ndarray]:
+    """One (per_size, C, H, W) float32 batch per board size: positions of uniformly random
+    games (a uniform forbidden cell on boards of at least 9x9, none below), cut after a
+    uniform number of plies, as self-play meets them early in training."""
+    from c4fast.game import Game
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for h, w in sizes:
+        x = np.zeros((per_size, num_planes, h, w), np.float32)
+        for i in range(per_size):
+            fb = (int(rng.integers(h)), int(rng.integers(w))) if min(h, w) >= 9 else None
+            g = Game(h, w, fb)
+            for _ in range(int(rng.integers(0, h * w - 1))):
+                moves = g.legal_moves()
+                if g.result is not None or not moves:
+                    break
+                g.play(int(rng.choice(moves)))
+            if g.result is not None:  # the game just ended: take the position before
+                g = Game.from_moves(h, w, fb, g.moves[:-1])
+            x[i] = g.planes()
+        out.append(x)
+    return out
+
+
+class CpuBackend:
+    """One inference engine for one architecture (see the module docstring).
+
+    kind: one of :data:`BACKENDS`; threads: intra-op threads of ONNX Runtime sessions
+    (0: ONNX Runtime's default); calibration: for ``ort_int8``, the batches to calibrate
+    on (default: :func:`calibration_planes` over the 16 Saiblo sizes).
+    """
+
+    def __init__(self, model, kind: str, threads: int = 0, calibration=None):
+        if kind not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {kind!r}")
+        self.kind = kind
+        self.threads = threads
+        self.calibration = calibration
+        self.config = getattr(model, "_orig_mod", model).config
+        self._fn = None
+        self.load(model)
+
+    # ------------------------------------------------------------------ loading
+    def load(self, model) -> None:
+        """Serve `model` (a Net of the same config) from now on."""
+        model = getattr(model, "_orig_mod", model)
+        if model.config != self.config:
+            raise ValueError(f"backend built for {self.config.name!r}, got a {model.config.name!r} net: "
+                             f"{model.config.diff(self.config)}")
+        model = model.eval()
+        k = self.kind
+        if k == "eager":
+            self._fn = self._torch_fn(model, channels_last=False)
+        elif k in ("fused", "compiled"):
+            from nets.fused import FusedNet
+
+            net = FusedNet.from_model(model).to(memory_format=torch.channels_last)
+            if k == "compiled":
+                import torch._dynamo as dynamo
+
+                dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 1024)
+                dynamo.config.accumulated_cache_size_limit = max(dynamo.config.accumulated_cache_size_limit, 4096)
+                net = torch.compile(net, dynamic=False, fullgraph=True)
+            self._fn = self._torch_fn(net, channels_last=True)
+        elif k == "numpy":
+            from nets.numpy_net import NumpyNet, _export_arrays
+
+            net = NumpyNet(self.config, _export_arrays(model), {})
+            def fn(x: np.ndarray):
+                pol, val = net.forward(x)
+                return pol.reshape(len(pol), -1).astype(np.float32, copy=False), val.astype(np.float32, copy=False)
+
+            self._fn = fn
+        else:
+            self._fn = self._ort_fn(model, int8=(k == "ort_int8"))
+
+    @staticmethod
+    def _torch_fn(net, channels_last: bool):
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+
+        def fn(x: np.ndarray):
+            with torch.inference_mode():
+                t = torch.from_numpy(x)
+                if channels_last:
+                    t = t.contiguous(memory_format=fmt)
+                pol, val = net(t)
+                return pol.flatten(1).float().numpy(), val.float().numpy()
+
+        return fn
+
+    def _ort_fn(self, model, int8: bool):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise BackendUnavailable(f"backend {self.kind!r} needs ONNX Runtime: "
+                                     "pip install 'c4fast[onnx]'") from None
+        onnx_bytes = export_onnx(model)
+        if int8:
+            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(_SAIBLO, 32))
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if self.threads > 0:
+            so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(onnx_bytes, so, providers=["CPUExecutionProvider"])
+
+        def fn(x: np.ndarray):
+            pol, val = sess.run(None, {"planes": np.ascontiguousarray(x, np.float32)})
+            return pol.reshape(len(pol), -1), val
+
+        return fn
+
+    # ------------------------------------------------------------------ running
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3))."""
+        return self._fn(planes)
+
+
+_SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
+
+
+def export_onnx(model) -> bytes:
+    """ONNX (opset 17) of `model`'s BN-folded eval forward with symbolic batch, height and
+    width: input "planes" (b, C, h, w) float32; outputs "policy" (b, h, w), "value" (b, 3)."""
+    from nets.fused import FusedNet
+
+    net = FusedNet.from_model(getattr(model, "_orig_mod", model))
+    x = torch.zeros(2, net.config.in_planes, 9, 10)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
+        torch.onnx.export(net, (x,), buf, input_names=["planes"], output_names=["policy", "value"],
+                          dynamic_axes={"planes": {0: "b", 2: "h", 3: "w"},
+                                        "policy": {0: "b", 1: "h", 2: "w"}, "value": {0: "b"}},
+                          dynamo=False, opset_version=17)
+    return buf.getvalue()
+
+
+def quantize_int8(onnx_bytes: bytes, batches) -> bytes:
+    """Static int8 quantization (QDQ; int8 weights per output channel, uint8 activations,
+    min/max calibration over `batches` of (n, C, H, W) float32 planes)."""
+    import os
+    import tempfile
+
+    try:
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+    except ImportError:
+        raise BackendUnavailable("int8 quantization needs onnx and onnxruntime: "
+                                 "pip install 'c4fast[onnx]'") from None
+
+    class _Reader(CalibrationDataReader):
+        def __init__(self):
+            self._it = iter([{"planes": np.ascontiguousarray(b, np.float32)} for b in batches])
+
+        def get_next(self):
+            return next(self._it, None)
+
+    with tempfile.TemporaryDirectory(prefix="c4fast-int8-") as d:
+        src, pre, dst = (os.path.join(d, n) for n in ("fp32.onnx", "pre.onnx", "int8.onnx"))
+        with open(src, "wb") as f:
+            f.write(onnx_bytes)
+        logging.getLogger("root").setLevel(logging.WARNING)  # the quantizer logs at INFO on root
+        quant_pre_process(src, pre, skip_symbolic_shape=True)
+        import onnx
+
+        # the input conv and the heads' 1x1 convs stay fp32: per-channel int8 weights of the
+        # 0/1 input planes cost ~10x the error of all the trunk's convs together, the heads
+        # another ~25 % (measured on the shipped net), for ~10 % of cpu_small's FLOPs
+        keep = [n.name for n in onnx.load(pre).graph.node if n.op_type == "Conv"
+                and ("planes" in n.input or n.name.startswith(("/heads/", "/p_out/")))]
+        quantize_static(pre, dst, _Reader(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        op_types_to_quantize=["Conv"], nodes_to_exclude=keep, extra_options={"CalibTensorRangeSymmetric": False})
+        with open(dst, "rb") as f:
+            return f.read()
+
+
+def make_backend(model, kind: str, threads: int = 0, calibration=None) -> CpuBackend:
+    """A :class:`CpuBackend` of `kind` for `model` (BackendUnavailable if its runtime is missing)."""
+    return CpuBackend(model, kind, threads=threads, calibration=calibration)

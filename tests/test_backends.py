@@ -1,0 +1,194 @@
+"""CPU inference backends (nets.backends) against the eager fp32 net, the server's use of
+them, the FLOP accounting of the server and of selfplay.run, and the loop's CPU split."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from c4fast.evaluators import softmax_rows
+from c4fast.runtime import cpu_seconds
+from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendUnavailable, CpuBackend, calibration_planes,
+                           tolerance_of)
+from nets.checkpoint import load_checkpoint
+from nets.fused import flops_per_eval
+from nets.gpucheck import perturbed_model
+from nets.selfcheck import TOLERANCES, compare, random_planes
+from nets.server import ServerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = [(4, 4), (6, 7), (9, 12), (12, 12)]
+FAST = [k for k in BACKENDS if k != "compiled"]  # compiled: test_gpu_path's slow test
+
+
+def eager_out(model, x):
+    with torch.no_grad():
+        pol, val = model(torch.from_numpy(x))
+    return pol.flatten(1).numpy(), torch.softmax(val, 1).numpy()
+
+
+def within(out, ref, tol):
+    err = compare(out[0], softmax_rows(out[1]), *ref)
+    assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
+    return err
+
+
+@pytest.mark.parametrize("kind", FAST)
+def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
+    if kind.startswith("ort"):
+        pytest.importorskip("onnxruntime")
+    model = perturbed_model("cpu_small", 1)
+    be = CpuBackend(model, kind, threads=1, calibration=calibration_planes(SIZES, 16, seed=1))
+    for h, w in SIZES:
+        for n in (1, 7):
+            x = random_planes(n, 9, h, w, seed=h * w + n).astype(np.float32)
+            pol, val = be(x)
+            assert pol.shape == (n, h * w) and val.shape == (n, 3) and pol.dtype == np.float32
+            within((pol, val), eager_out(model, x), tolerance_of(kind))
+
+
+@pytest.mark.parametrize("kind", ["fused", "numpy", "ort"])
+def test_a_reload_serves_the_new_weights_and_refuses_another_architecture(kind):
+    if kind == "ort":
+        pytest.importorskip("onnxruntime")
+    a, b = perturbed_model("tiny", 3), perturbed_model("tiny", 4)
+    be = CpuBackend(a, kind, threads=1)
+    x = random_planes(5, 9, 9, 10, seed=2).astype(np.float32)
+    within(be(x), eager_out(a, x), TOLERANCES["fp32"])
+    be.load(b)
+    within(be(x), eager_out(b, x), TOLERANCES["fp32"])
+    assert compare(be(x)[0], softmax_rows(be(x)[1]), *eager_out(a, x))["policy_rel"] > 0.01  # really b
+    with pytest.raises(ValueError, match="cpu_small"):
+        be.load(perturbed_model("cpu_small", 0))
+
+
+def test_int8_stays_within_its_tolerance_on_the_shipped_net_and_positions_of_real_games():
+    pytest.importorskip("onnxruntime")
+    model, _, _ = load_checkpoint(ROOT / "models" / "c4fast_cpu.pt", map_location="cpu")
+    sizes = [(9, 9), (10, 12), (12, 12)]
+    be = CpuBackend(model, "ort_int8", threads=1, calibration=calibration_planes(sizes, 32, seed=5))
+    worst = 0.0
+    for x in calibration_planes(sizes, 64, seed=6):  # other positions than the calibration's
+        err = within(be(x), eager_out(model.eval(), x), INT8_TOLERANCE)
+        worst = max(worst, err["policy_rel"])
+    assert worst > 1e-4  # it really is reduced precision, not an fp32 path by mistake
+
+
+def test_calibration_positions_are_legal_positions_of_unfinished_games():
+    from c4fast.game import Game
+
+    for x in calibration_planes([(6, 7), (9, 10)], 20, seed=3):
+        assert x.dtype == np.float32 and set(np.unique(x)) <= {0.0, 1.0}
+        stones = x[:, 0].sum((1, 2)) + x[:, 1].sum((1, 2))
+        assert (x[:, 3].sum((1, 2)) >= stones).all() and len(set(stones)) > 3  # varied depths
+    with pytest.raises(ValueError, match="backend must be one of"):
+        CpuBackend(perturbed_model("tiny", 0), "tensorrt")
+    assert Game(6, 7).planes().shape == (9, 6, 7)
+
+
+def test_without_onnxruntime_the_ort_backend_says_what_to_install():
+    code = ("import sys; sys.modules['onnxruntime'] = None\n"
+            "from nets.backends import CpuBackend, BackendUnavailable\n"
+            "from nets.gpucheck import perturbed_model\n"
+            "try:\n    CpuBackend(perturbed_model('tiny', 0), 'ort')\n"
+            "except BackendUnavailable as e:\n    print('OK', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("OK") and "pip install 'c4fast[onnx]'" in out.stdout, out.stderr
+    assert issubclass(BackendUnavailable, RuntimeError)
+
+
+def test_server_forward_options_are_checked():
+    with pytest.raises(ValueError, match="CPU only"):
+        ServerConfig(device="cuda", forward="ort")
+    with pytest.raises(ValueError, match="forward must be one of"):
+        ServerConfig(forward="tensorrt")
+    from selfplay.config import RunConfig
+
+    with pytest.raises(ValueError, match="--forward"):
+        RunConfig(forward="tensorrt")
+    with pytest.raises(ValueError, match="CPU only"):
+        RunConfig(forward="ort_int8", gpus=1)
+
+
+def test_direct_forward_is_the_servers_forward():
+    from nets.server import InferenceServer, load_model
+
+    cfg = ServerConfig(preset="tiny", threads=1, seed=3, max_forward_batch=4)
+    fwd = InferenceServer.direct_forward(cfg)
+    x = random_planes(10, 9, 6, 7, seed=1)  # > max_forward_batch: split into 3 calls
+    pol, wdl = fwd(torch.from_numpy(x))
+    model, _, _ = load_model(cfg, torch.device("cpu"))
+    ref = eager_out(model, x.astype(np.float32))
+    np.testing.assert_allclose(pol, ref[0], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(wdl, ref[1], rtol=0, atol=1e-6)
+
+
+def run_selfplay(out, *extra):
+    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), "--preset", "tiny", "--games-per-worker", "4",
+           "--full-playouts", "16", "--fast-playouts", "8", "--max-games", "4", "--workers", "1", *extra]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_selfplay_summary_counts_the_flops_of_every_evaluation(tmp_path):
+    from nets.config import get_preset
+
+    summ = run_selfplay(tmp_path / "a", "--sizes", "6x7")
+    assert summ["flops_per_eval"] == flops_per_eval(get_preset("tiny"), 6, 7)
+    evals = summ["evals_per_s"] * summ["seconds"]
+    assert summ["net_gflops"] == pytest.approx(evals * summ["flops_per_eval"] / summ["seconds"] / 1e9, rel=0.01)
+    assert summ["net_gflops_in_forward"] >= summ["net_gflops"] > 0 and 0 < summ["server_busy"] <= 1
+    mixed = run_selfplay(tmp_path / "b", "--sizes", "6x7,12x12", "--workers", "2")  # worker i starts on size i
+    lo, hi = flops_per_eval(get_preset("tiny"), 6, 7), flops_per_eval(get_preset("tiny"), 12, 12)
+    assert lo < mixed["flops_per_eval"] < hi
+
+
+def test_selfplay_serves_through_onnx_runtime(tmp_path):
+    pytest.importorskip("onnxruntime")
+    summ = run_selfplay(tmp_path / "o", "--sizes", "6x7", "--forward", "ort")
+    assert summ["games"] >= 4 and summ["config"]["forward"] == "ort"
+
+
+def test_cpu_seconds_of_a_busy_process_grow_and_a_gone_process_has_none():
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 120
+        while cpu_seconds(p.pid) < 0.2:
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.05)
+    finally:
+        p.kill()
+        p.wait()
+    assert cpu_seconds(p.pid) == 0.0  # reaped: gone
+    assert cpu_seconds(os.getpid(), reaped_children=True) >= cpu_seconds(os.getpid()) + 0.2  # the child's share
+
+
+def test_loop_cpu_split_attributes_cores_to_their_roles(tmp_path):
+    from selfplay.loop import Loop, LoopConfig
+
+    loop = Loop(LoopConfig(), str(tmp_path))
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        loop.procs = {"train": busy, "selfplay": idle}
+        assert loop.cpu_split({"worker_pids": [idle.pid], "server_pids": []}) == {}  # first call: a baseline
+        t0 = cpu_seconds(busy.pid)
+        deadline = time.monotonic() + 120
+        while cpu_seconds(busy.pid) < t0 + 0.3 or time.monotonic() < loop._cpu_last[0] + 1.0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        split = loop.cpu_split({"worker_pids": [idle.pid], "server_pids": []})
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait()
+        idle.wait()
+    assert set(split) == {"search", "inference", "train", "other"}
+    assert split["train"] > 0.05 and split["search"] < split["train"] and split["inference"] == 0.0
