@@ -9,6 +9,8 @@ Sections (default: all but ``gpu`` on a machine without CUDA), each line has a `
 * ``backends``: every :mod:`nets.backends` engine on the same batches (one size, and the
   16 Saiblo sizes in turn as self-play sends them), speed plus its error against eager
   fp32 on positions of random games (the shipped net's weights where its preset matches);
+* ``contention``: a direct forward alone and beside one busy process (a self-play worker's
+  share of a 2-core machine), per backend and thread count;
 * ``numpy_startup``: import + load time of the torch-free numpy net in a fresh interpreter;
 * ``server``: a no-op round trip, then the same net through the inference server and by a
   direct call of the same forward in a fresh process with the same threads, side by side;
@@ -40,7 +42,7 @@ from nets.config import PRESETS, get_preset
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = {"cpu_small": os.path.join(REPO, "models", "c4fast_cpu.pt")}  # preset -> trained weights
 SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
-SECTIONS = ("roofline", "model", "backends", "numpy_startup", "server", "search_share", "gpu")
+SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "gpu")
 
 _peak: dict[int, float] = {}  # threads -> measured fp32 matmul GFLOP/s
 
@@ -157,20 +159,66 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
             except BackendUnavailable as e:
                 _emit(bench="backend", preset=p, backend=kind, available=False, note=str(e))
                 continue
-            errs = [compare(be(x)[0], softmax_rows(be(x)[1]), rp, softmax_rows(rv))
-                    for x, (rp, rv) in zip(test, ref_out)]
+            pairs = list(zip(test, ref_out))
+            if kind == "compiled":
+                pairs = pairs[-2:]  # 12x12 and 6x7 only (a compilation per shape)
+            errs = [compare(o[0], softmax_rows(o[1]), rp, softmax_rows(rv))
+                    for x, (rp, rv) in pairs for o in [be(x)]]
             acc = {"policy_rel_max": max(e["policy_rel"] for e in errs),
                    "policy_rel_mean": float(np.mean([e["policy_rel"] for e in errs])),
                    "wdl_abs_max": max(e["wdl_abs"] for e in errs)}
             n, dt = _time(lambda: be(x_one), seconds)
             one = _rates(n * batch / dt, f_one, threads)
-            it = iter(range(10 ** 9))
-            n, dt = _time(lambda: be(x_mix[next(it) % len(x_mix)]), max(seconds, 0.5))
-            mix = _rates(n * batch / dt, f_mix, threads)
+            mix = None
+            if kind != "compiled":  # compiled: one compilation per shape (~30 s each) makes 16 sizes too slow
+                it = iter(range(10 ** 9))
+                n, dt = _time(lambda: be(x_mix[next(it) % len(x_mix)]), max(seconds, 0.5))
+                mix = {"flops_per_eval": round(f_mix), **_rates(n * batch / dt, f_mix, threads)}
             _emit(bench="backend", preset=p, backend=kind, weights=weights, threads=threads, batch=batch,
                   build_s=round(build_s, 2), **{k: float(f"{v:.3g}") for k, v in acc.items()},
                   board=f"{h}x{w}", flops_per_eval=f_one, **one,
-                  saiblo_mix={"flops_per_eval": round(f_mix), **mix})
+                  saiblo_mix=mix)
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def bench_contention(presets, kinds, batch, seconds, threads) -> None:
+    """The same direct forward with 0 and 1 busy processes beside it (one spinning core: what
+    a self-play worker's search does to a server on a 2-core machine), for each backend
+    and 1..`threads` threads. Shows which engines degrade gracefully when a core is taken."""
+    from nets.backends import BackendUnavailable, CpuBackend
+
+    ctx = mp.get_context("spawn")
+    for p in presets:
+        model, _ = _model(p)
+        x = _planes(batch, 12, 12)
+        for kind in kinds:
+            for t in sorted({1, threads}):
+                torch.set_num_threads(t)
+                try:
+                    be = CpuBackend(model, kind, threads=t)
+                except BackendUnavailable as e:
+                    _emit(bench="contention", preset=p, backend=kind, available=False, note=str(e))
+                    break
+                res = {}
+                for busy in (0, 1):
+                    spinners = [ctx.Process(target=_spin, daemon=True) for _ in range(busy)]
+                    for sp in spinners:
+                        sp.start()
+                    try:
+                        n, dt = _time(lambda: be(x), seconds)
+                    finally:
+                        for sp in spinners:
+                            sp.kill()
+                            sp.join()
+                    res[busy] = n * batch / dt
+                _emit(bench="contention", preset=p, backend=kind, threads=t, batch=batch, board="12x12",
+                      evals_per_s_alone=round(res[0], 1), evals_per_s_beside_1_busy=round(res[1], 1),
+                      kept=round(res[1] / res[0], 3))
+    torch.set_num_threads(threads)
 
 
 def bench_numpy_startup(preset: str, runs: int = 3) -> None:
@@ -261,13 +309,22 @@ def bench_direct(cfg, label: str, batches, size=(12, 12), seconds=1.0) -> list[d
 
 
 def bench_server_vs_direct(cfg, label, batches, size, seconds) -> None:
+    """Server, direct call in a fresh process, and direct call in this (long-lived) process."""
+    from nets.server import InferenceServer
+
     srv = bench_server(cfg, label, batches, size, seconds)
     direct = bench_direct(cfg, label, batches, size, seconds)
-    for s, d in zip(srv, direct):
+    fwd = InferenceServer.direct_forward(cfg)
+    here = []
+    for x in _request_stream(batches, size):
+        t = torch.from_numpy(x)
+        n, dt = _time(lambda: fwd(t), seconds)
+        here.append(round(n * x.shape[0] / dt))
+    for s, d, h in zip(srv, direct, here):
         _emit(bench="server_vs_direct", model=label, forward=cfg.forward, threads=cfg.threads,
               board=s["board"], batch=s["batch"], server_evals_per_s=s["evals_per_s"],
               direct_evals_per_s=d["evals_per_s"], ratio=round(s["evals_per_s"] / d["evals_per_s"], 3),
-              overhead_us=round(s["round_trip_us"] - d["call_us"], 1))
+              overhead_us=round(s["round_trip_us"] - d["call_us"], 1), direct_in_bench_process_evals_per_s=h)
 
 
 def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int = 200,
@@ -391,6 +448,9 @@ def main(argv=None) -> int:
         bench_model(args.presets, args.sizes, args.batches, min(args.seconds, 0.5), args.threads)
     if "backends" in sections:
         bench_backends(args.presets, args.backends, (12, 12), args.batch, args.seconds, args.threads)
+    if "contention" in sections:
+        bench_contention(args.presets, [k for k in args.backends if k in ("eager", "fused", "ort", "ort_int8")],
+                         args.batch, args.seconds, args.threads)
     if "numpy_startup" in sections:
         for p in args.presets:
             bench_numpy_startup(p)

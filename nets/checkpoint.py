@@ -178,18 +178,22 @@ def load_checkpoint(
     return model, config, meta
 
 
-def latest_checkpoint(directory: str | os.PathLike) -> str | None:
-    """Path of the ``model_{step:08d}.pt`` in `directory` with the largest step, or None."""
+def list_checkpoints(directory: str | os.PathLike) -> list[str]:
+    """Paths of the ``model_{step:08d}.pt`` files in `directory`, by step ([] if none or no directory)."""
     directory = os.fspath(directory)
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
-        return None
-    best = None
+        return []
+    found = []
     for name in names:
         m = _NAME_RE.match(name)
         if m and os.path.isfile(os.path.join(directory, name)):
-            step = int(m.group(1))
-            if best is None or step > best[0]:
-                best = (step, name)
-    return None if best is None else os.path.join(directory, best[1])
+            found.append((int(m.group(1)), os.path.join(directory, name)))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(directory: str | os.PathLike) -> str | None:
+    """Path of the ``model_{step:08d}.pt`` in `directory` with the largest step, or None."""
+    found = list_checkpoints(directory)
+    return found[-1] if found else None

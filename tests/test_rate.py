@@ -1,0 +1,63 @@
+"""python -m selfplay.rate: real checkpoints, real games, a real Elo fit; resume; bad inputs."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from nets.checkpoint import checkpoint_name, save_checkpoint
+from nets.gpucheck import perturbed_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rate(*args):
+    cmd = [sys.executable, "-m", "selfplay.rate", *map(str, args)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_rates_every_checkpoint_of_a_directory_with_intervals_and_resumes(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    for step in (100, 200, 300):
+        m = perturbed_model("tiny", step)
+        save_checkpoint(models / checkpoint_name(step), m, m.config, step)
+    out = tmp_path / "rating"
+    args = [models, "--out", out, "--every", "2", "--anchors", "random,greedy", "--pairs", "2",
+            "--playouts", "4", "--sizes", "6x7", "--forbidden", "none", "--workers", "1", "--chain"]
+    proc = rate(*args)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    steps = [c["step"] for c in summary["checkpoints"]]
+    assert steps == [100, 300]  # every 2nd from the first, and the newest
+    # 2 checkpoints x 2 anchors x 2 pairs x 2 games, plus the chain match (2 pairs)
+    assert summary["games"] == 2 * 2 * 2 * 2 + 4 and summary["anchors"]["random"] == 0.0
+    for c in summary["checkpoints"]:
+        assert c["lo"] <= c["elo"] <= c["hi"] and c["games"] == 2 * 2 * 2 + 4
+    with open(out / "ratings.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == steps
+    games = (out / "games.jsonl").read_text().splitlines()
+    assert len(games) == summary["games"] and all(json.loads(g)["height"] == 6 for g in games)
+    again = rate(*args)  # everything is played already: nothing is added
+    assert again.returncode == 0, again.stderr
+    assert len((out / "games.jsonl").read_text().splitlines()) == len(games)
+
+
+def test_bad_inputs_are_refused_clearly(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = rate(empty, "--out", tmp_path / "o")
+    assert proc.returncode == 2 and "holds no model_XXXXXXXX.pt" in proc.stderr
+    proc = rate(tmp_path / "missing.pt", "--out", tmp_path / "o")
+    assert proc.returncode == 2 and "neither a checkpoint file nor a directory" in proc.stderr
+    m = perturbed_model("tiny", 1)
+    save_checkpoint(tmp_path / checkpoint_name(1), m, m.config, 1)
+    proc = rate(tmp_path / checkpoint_name(1), "--out", tmp_path / "o", "--anchors", "random,nonsense")
+    assert proc.returncode == 2 and "nonsense" in proc.stderr
+    proc = rate(tmp_path / checkpoint_name(1), "--out", tmp_path / "o", "--anchor", "greedy", "--anchors", "random")
+    assert proc.returncode == 2 and "--anchor" in proc.stderr
+    (tmp_path / "file").write_text("x")
+    proc = rate(tmp_path / checkpoint_name(1), "--out", tmp_path / "file")
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
