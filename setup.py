@@ -8,7 +8,7 @@ extensions = [
 ]
 
 WEB = ["starlette>=0.37", "uvicorn>=0.27"]  # python -m selfplay.web
-ONNX = ["onnxruntime>=1.17", "onnx>=1.15"]  # nets.backends "ort" / "ort_int8" (CPU inference)
+ONNX = ["onnxruntime>=1.17", "onnx>=1.15"]  # the CPU presets' inference engine (nets.backends "ort")
 
 setup(
     name="c4fast",
@@ -24,16 +24,16 @@ setup(
         "tqdm>=4.60",
         "tensorboard>=2.10",
         "torch>=2.2",  # constraints.txt pins the CPU build for the dev/CI machine
+        *ONNX,
     ],
     package_data={"selfplay.web": ["static/*.html", "static/*.js", "static/*.css"]},
     extras_require={
         "notebook": ["matplotlib>=3.6", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
         "web": WEB,
-        "onnx": ONNX,
         "cluster": ["ray>=2.9"],  # selfplay.cluster only; c4fast and nets never import ray
         # the browser tests also need Debian's chromium and chromium-driver (tests/run.sh installs them)
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.6", "nbclient>=0.7",
-                 "nbformat>=5.7", "ipykernel>=6", *WEB, *ONNX, "selenium>=4.11", "ray>=2.9"],
+                 "nbformat>=5.7", "ipykernel>=6", *WEB, "selenium>=4.11", "ray>=2.9"],
     },
     zip_safe=False,
 )

@@ -11,7 +11,7 @@ same architecture (hot reload). Kinds:
 ``compiled``     ``torch.compile`` of the fused net (one specialisation per shape)
 ``numpy``        :mod:`nets.numpy_net` (torch-free, the Saiblo player's path)
 ``ort``          ONNX Runtime, fp32, the fused net exported once with a symbolic
-                 batch and board size (needs ``pip install 'c4fast[onnx]'``)
+                 batch and board size (``onnxruntime`` and ``onnx``, installed with c4fast)
 ``ort_int8``     ONNX Runtime with int8 weights (per output channel) and uint8
                  activations (static QDQ), calibrated on positions of random games
 ===============  ================================================================
@@ -152,7 +152,7 @@ class CpuBackend:
             import onnxruntime as ort
         except ImportError:
             raise BackendUnavailable(f"backend {self.kind!r} needs ONNX Runtime: "
-                                     "pip install 'c4fast[onnx]'") from None
+                                     "pip install onnxruntime onnx") from None
         onnx_bytes = export_onnx(model)
         if int8:
             onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(_SAIBLO, 32))
@@ -206,7 +206,7 @@ def quantize_int8(onnx_bytes: bytes, batches) -> bytes:
         from onnxruntime.quantization.shape_inference import quant_pre_process
     except ImportError:
         raise BackendUnavailable("int8 quantization needs onnx and onnxruntime: "
-                                 "pip install 'c4fast[onnx]'") from None
+                                 "pip install onnxruntime onnx") from None
 
     class _Reader(CalibrationDataReader):
         def __init__(self):

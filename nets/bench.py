@@ -100,7 +100,7 @@ def bench_roofline(threads: int, seconds: float) -> float:
     """fp32 GFLOP/s of square matmuls (2 n^3 FLOPs each); records and returns the best."""
     torch.set_num_threads(threads)
     best = 0.0
-    for n in (256, 512, 1024, 2048):
+    for n in (256, 512, 1024, 2048, 4096):
         a, b = torch.randn(n, n), torch.randn(n, n)
         out = torch.empty(n, n)
         calls, dt = _time(lambda: torch.mm(a, b, out=out), seconds)
@@ -250,8 +250,10 @@ def _request_stream(batches, size, seed=0):
 def _direct_child(cfg, batches, size, seconds, conn) -> None:
     """Fresh process: the server's own forward (uint8 -> float32 -> backend -> softmax) on
     the same requests, no queue. Sends back [(batch, call_us, evals_per_s)]."""
+    from c4fast.runtime import keep_heap_mapped
     from nets.server import InferenceServer
 
+    keep_heap_mapped()  # as server_main does
     fwd = InferenceServer.direct_forward(cfg)
     out = []
     for x in _request_stream(batches, size):

@@ -115,7 +115,7 @@ class NetConfig:
 
 
 #: Forward paths of an inference server (:mod:`nets.server`, :mod:`nets.backends`);
-#: "auto": eager on the CPU, BN-folded on CUDA.
+#: "auto": BN-folded (``fused``) on the CPU and on CUDA.
 FORWARDS = ("auto", "eager", "fused", "compiled", "numpy", "ort", "ort_int8")
 CPU_ONLY_FORWARDS = ("numpy", "ort", "ort_int8")
 

@@ -5,8 +5,8 @@ groups pending requests by board size, concatenates each group (up to
 ``max_forward_batch`` positions), runs the network and writes policy logits and
 win/draw/loss probabilities back into the slots.
 
-* CPU path: one of the :mod:`nets.backends` engines (``forward``: eager torch by default,
-  BN-folded, compiled, numpy, ONNX Runtime fp32 or int8), the same protocol; every
+* CPU path: one of the :mod:`nets.backends` engines (``forward``: BN-folded torch by
+  default; eager, compiled, numpy, ONNX Runtime fp32 or int8), the same protocol; every
   engine but eager is self-checked against eager fp32 at start-up and on each reload.
 * CUDA path (:mod:`nets.cuda_runner`): the process pins itself to its GPU before any
   CUDA call (:func:`server_main`), captures at start-up one CUDA graph per (board size,
@@ -53,7 +53,8 @@ class ServerConfig:
     threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
     forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
     "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8"
-    (:mod:`nets.backends`); or "auto" (eager on the CPU, fused on CUDA).
+    (:mod:`nets.backends`); or "auto": fused (BN folded; equal to eager within float32
+    rounding, 1.3-1.5x faster on the CPU: docs/PERFORMANCE.md).
     sizes: board sizes (h, w) a CUDA server captures graphs for at start-up (empty: the
     16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
     (and every hot reload) with the eager fp32 forward. pipeline: keep two batches in
@@ -123,6 +124,11 @@ def server_threads(cfg: ServerConfig) -> int:
     return 1 if cfg.device.startswith("cuda") else 0
 
 
+def resolve_forward(cfg: ServerConfig) -> str:
+    """The forward path a server with `cfg` runs ("auto" is "fused" on the CPU and on CUDA)."""
+    return "fused" if cfg.forward == "auto" else cfg.forward
+
+
 def cpu_forward(backend, x_u8: torch.Tensor, step: int):
     """(n, C, H, W) uint8 planes -> (policy logits (n, H*W), wdl probabilities (n, 3)),
     float32 numpy, in forward calls of at most `step` positions."""
@@ -170,9 +176,7 @@ class InferenceServer:
         return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
 
     def _forward_kind(self) -> str:
-        if self.cfg.forward == "auto":
-            return "fused" if self.device.type == "cuda" else "eager"
-        return self.cfg.forward
+        return resolve_forward(self.cfg)
 
     def _load(self):
         model, version, path = load_model(self.cfg, torch.device("cpu"))
@@ -279,7 +283,7 @@ class InferenceServer:
         if threads > 0:
             torch.set_num_threads(threads)
         model, _, _ = load_model(cfg, torch.device("cpu"))
-        backend = CpuBackend(model, "eager" if cfg.forward == "auto" else cfg.forward, threads=threads)
+        backend = CpuBackend(model, resolve_forward(cfg), threads=threads)
         return lambda x_u8: cpu_forward(backend, x_u8, cfg.max_forward_batch)
 
     # ------------------------------------------------------------------ serving
@@ -451,8 +455,9 @@ def server_main(handles: q.QueueHandles, cfg: ServerConfig, parent_pid: int = 0)
     call), so the rest of the process only ever sees ``cuda:0``."""
     import signal
 
-    from c4fast.runtime import die_with_parent, ignore_interrupts
+    from c4fast.runtime import die_with_parent, ignore_interrupts, keep_heap_mapped
 
+    keep_heap_mapped()  # no page faults per forward (docs/PERFORMANCE.md)
     ignore_interrupts()
     if parent_pid:
         die_with_parent(signal.SIGKILL, parent_pid)

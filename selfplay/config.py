@@ -115,8 +115,8 @@ class RunConfig:
         "restarts of one worker before the run gives up with an error (back-off 1..30 s)"))
     threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
     forward: str = field(default="auto", metadata=opt(
-        "forward path of the server: auto (eager on the CPU), " + ", ".join(FORWARDS[1:])
-        + " (see nets.backends; ort and ort_int8 need pip install 'c4fast[onnx]')"))
+        "forward path of the server: auto (fused: BN folded), " + ", ".join(FORWARDS[1:])
+        + " (nets.backends; the CPU loop presets use ort: docs/PERFORMANCE.md)"))
     reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
     status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
     node_tag: str | None = field(default=None, metadata=opt(

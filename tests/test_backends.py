@@ -99,7 +99,7 @@ def test_without_onnxruntime_the_ort_backend_says_what_to_install():
             "try:\n    CpuBackend(perturbed_model('tiny', 0), 'ort')\n"
             "except BackendUnavailable as e:\n    print('OK', e)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.stdout.startswith("OK") and "pip install 'c4fast[onnx]'" in out.stdout, out.stderr
+    assert out.stdout.startswith("OK") and "pip install onnxruntime onnx" in out.stdout, out.stderr
     assert issubclass(BackendUnavailable, RuntimeError)
 
 
@@ -192,3 +192,18 @@ def test_loop_cpu_split_attributes_cores_to_their_roles(tmp_path):
         idle.wait()
     assert set(split) == {"search", "inference", "train", "other"}
     assert split["train"] > 0.05 and split["search"] < split["train"] and split["inference"] == 0.0
+
+
+def test_keep_heap_mapped_stops_the_page_faults_of_the_cpu_forward():
+    code = ("import resource, sys\nimport numpy as np, torch\nfrom c4fast.runtime import keep_heap_mapped\n"
+            "if sys.argv[1] == 'on':\n    assert keep_heap_mapped()\n"
+            "from nets.server import InferenceServer, ServerConfig\n"
+            "fwd = InferenceServer.direct_forward(ServerConfig(preset='cpu_small', threads=1, forward='fused'))\n"
+            "x = torch.from_numpy((np.random.default_rng(0).random((96, 9, 12, 12)) < 0.3).astype(np.uint8))\n"
+            "fwd(x); fwd(x)\n"
+            "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "for _ in range(5):\n    fwd(x)\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)\n")
+    faults = {m: float(subprocess.run([sys.executable, "-c", code, m], cwd=ROOT, capture_output=True, text=True,
+                                      check=True, timeout=300).stdout) for m in ("off", "on")}
+    assert faults["on"] < 0.2 * faults["off"], faults  # minor page faults per forward call

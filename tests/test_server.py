@@ -53,7 +53,7 @@ def direct(cfg, x):
 
 
 def test_round_trip_equals_direct_forward_with_several_workers(server_factory):
-    cfg = ServerConfig(preset="tiny", threads=1, seed=3)
+    cfg = ServerConfig(preset="tiny", threads=1, seed=3, forward="eager")  # bit-exact with training
     sq, _ = server_factory(cfg, slots=3)
     out = CTX.Queue()
     sizes = [(6, 7), (9, 10), (12, 12)]  # one size per worker: each forward is one request
@@ -158,7 +158,7 @@ def test_hot_reload_follows_a_checkpoint_directory(server_factory, tmp_path):
     torch.manual_seed(1)
     m1 = build_model(cfgnet).eval()
     save_checkpoint(tmp_path / checkpoint_name(1), m1, cfgnet, 1)
-    cfg = ServerConfig(model=str(tmp_path), threads=1, reload_interval=0.1)
+    cfg = ServerConfig(model=str(tmp_path), threads=1, reload_interval=0.1, forward="eager")
     sq, _ = server_factory(cfg)
     c = q.InferenceClient(sq.handles, 0)
     x = (np.random.default_rng(0).random((3, 9, 7, 8)) < 0.4).astype(np.uint8)
