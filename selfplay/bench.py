@@ -27,7 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
     "bots": (["-m", "c4fast.bench", "bots"], "choose() calls/s of each baseline bot, greedy vs random games/s"),
     "solver": (["-m", "c4fast.bench", "solver"], "exact 6x7 solver positions/s on Pons's files"),
     "endgame": (["-m", "c4fast.bench", "endgame"], "net player's exact endgame solve seconds by empty cells"),
-    "nets": (["-m", "nets.bench"], "net evals/s by preset/size/batch, numpy path, server vs direct call"),
+    "nets": (["-m", "nets.bench"], "roofline, evals/s and fraction of peak, CPU engines, server vs direct"),
     "train": (["-m", "nets.train", "--bench"], "trainer samples/s on synthetic data"),
 }
 
