@@ -31,12 +31,11 @@ import warnings
 import numpy as np
 import torch
 
+from c4fast.game import SAIBLO_SIZES
 from nets.selfcheck import TOLERANCES, Tolerance
 
-log = logging.getLogger(__name__)
-
 __all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
-           "make_backend", "tolerance_of"]
+           "tolerance_of"]
 
 BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8")
 
@@ -108,19 +107,11 @@ class CpuBackend:
                              f"{model.config.diff(self.config)}")
         model = model.eval()
         k = self.kind
-        if k == "eager":
-            self._fn = self._torch_fn(model, channels_last=False)
-        elif k in ("fused", "compiled"):
-            from nets.fused import FusedNet
+        if k in ("eager", "fused", "compiled"):  # the same modules the CUDA path serves
+            from nets.cuda_runner import inference_module
 
-            net = FusedNet.from_model(model).to(memory_format=torch.channels_last)
-            if k == "compiled":
-                import torch._dynamo as dynamo
-
-                dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 1024)
-                dynamo.config.accumulated_cache_size_limit = max(dynamo.config.accumulated_cache_size_limit, 4096)
-                net = torch.compile(net, dynamic=False, fullgraph=True)
-            self._fn = self._torch_fn(net, channels_last=True)
+            _, fwd = inference_module(model, k, torch.float32, "cpu", channels_last=(k != "eager"))
+            self._fn = self._torch_fn(fwd, channels_last=(k != "eager"))
         elif k == "numpy":
             from nets.numpy_net import NumpyNet, _export_arrays
 
@@ -155,7 +146,7 @@ class CpuBackend:
                                      "pip install onnxruntime onnx") from None
         onnx_bytes = export_onnx(model)
         if int8:
-            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(_SAIBLO, 32))
+            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(SAIBLO_SIZES, 32))
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.threads > 0:
@@ -173,9 +164,6 @@ class CpuBackend:
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3))."""
         return self._fn(planes)
-
-
-_SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
 
 
 def export_onnx(model) -> bytes:
@@ -219,22 +207,24 @@ def quantize_int8(onnx_bytes: bytes, batches) -> bytes:
         src, pre, dst = (os.path.join(d, n) for n in ("fp32.onnx", "pre.onnx", "int8.onnx"))
         with open(src, "wb") as f:
             f.write(onnx_bytes)
-        logging.getLogger("root").setLevel(logging.WARNING)  # the quantizer logs at INFO on root
-        quant_pre_process(src, pre, skip_symbolic_shape=True)
-        import onnx
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(max(level, logging.WARNING))  # the quantizer logs its steps at INFO on root
+        try:
+            quant_pre_process(src, pre, skip_symbolic_shape=True)
+            import onnx
 
-        # the input conv and the heads' 1x1 convs stay fp32: per-channel int8 weights of the
-        # 0/1 input planes cost ~10x the error of all the trunk's convs together, the heads
-        # another ~25 % (measured on the shipped net), for ~10 % of cpu_small's FLOPs
-        keep = [n.name for n in onnx.load(pre).graph.node if n.op_type == "Conv"
-                and ("planes" in n.input or n.name.startswith(("/heads/", "/p_out/")))]
-        quantize_static(pre, dst, _Reader(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
-                        op_types_to_quantize=["Conv"], nodes_to_exclude=keep, extra_options={"CalibTensorRangeSymmetric": False})
+            # the input conv and the heads' 1x1 convs stay fp32: per-channel int8 weights of the
+            # 0/1 input planes cost ~10x the error of all the trunk's convs together, the heads
+            # another ~25 % (measured on the shipped net), for ~10 % of cpu_small's FLOPs
+            keep = [n.name for n in onnx.load(pre).graph.node if n.op_type == "Conv"
+                    and ("planes" in n.input or n.name.startswith(("/heads/", "/p_out/")))]
+            quantize_static(pre, dst, _Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                            op_types_to_quantize=["Conv"], nodes_to_exclude=keep,
+                            extra_options={"CalibTensorRangeSymmetric": False})
+        finally:
+            root.setLevel(level)
         with open(dst, "rb") as f:
             return f.read()
 
-
-def make_backend(model, kind: str, threads: int = 0, calibration=None) -> CpuBackend:
-    """A :class:`CpuBackend` of `kind` for `model` (BackendUnavailable if its runtime is missing)."""
-    return CpuBackend(model, kind, threads=threads, calibration=calibration)

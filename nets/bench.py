@@ -36,12 +36,12 @@ import numpy as np
 import torch
 
 import c4fast
+from c4fast.game import SAIBLO_SIZES as SAIBLO
 from nets import shm_queue as q
 from nets.config import PRESETS, get_preset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = {"cpu_small": os.path.join(REPO, "models", "c4fast_cpu.pt")}  # preset -> trained weights
-SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
 SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "gpu")
 
 _peak: dict[int, float] = {}  # threads -> measured fp32 matmul GFLOP/s

@@ -178,6 +178,12 @@ def load_checkpoint(
     return model, config, meta
 
 
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """The step in a ``model_{step:08d}.pt`` file name, or None for any other name."""
+    m = _NAME_RE.match(os.path.basename(os.fspath(path)))
+    return int(m.group(1)) if m else None
+
+
 def list_checkpoints(directory: str | os.PathLike) -> list[str]:
     """Paths of the ``model_{step:08d}.pt`` files in `directory`, by step ([] if none or no directory)."""
     directory = os.fspath(directory)

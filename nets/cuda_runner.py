@@ -45,6 +45,7 @@ import time
 import numpy as np
 import torch
 
+from c4fast.game import SAIBLO_SIZES
 from nets.selfcheck import TOLERANCES, Tolerance, self_check
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ __all__ = ["GraphRunner", "bucket_sizes", "child_device_env", "choose_bucket", "
            "visible_device_entry", "inference_module", "DEFAULT_SIZES"]
 
 #: Board sizes a GPU server captures when none are given: Saiblo's 16 (9..12 x 9..12).
-DEFAULT_SIZES = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
+DEFAULT_SIZES = SAIBLO_SIZES
 PIPELINE_DEPTH = 2  # tickets in flight (device staging buffers)
 
 

@@ -41,9 +41,11 @@ import time
 import numpy as np
 import torch
 
+from c4fast.game import SAIBLO_SIZES
+
 log = logging.getLogger("nets.gpucheck")
 
-SAIBLO = tuple((h, w) for h in range(9, 13) for w in range(9, 13))
+SAIBLO = SAIBLO_SIZES
 
 #: Dense bf16 tensor-core peak (FLOP/s) by device-name fragment, most specific first.
 BF16_PEAK = (

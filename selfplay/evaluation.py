@@ -46,12 +46,13 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
                     samples: int, run_seconds: float) -> dict | None:
     """Play `path` against the anchors and refit; returns ``{step, elo, lo, hi, width}`` or
     None when the ratings cannot be fitted yet (the games are kept either way)."""
+    from nets.checkpoint import checkpoint_step
     from selfplay.arena import play_match
     from selfplay.elo import fit_ratings, load_records
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
     os.makedirs(os.path.dirname(arena), exist_ok=True)
-    step = int(os.path.basename(path)[6:-3])
+    step = checkpoint_step(path)
     spec = f"net:{path}:{ev.playouts}"
     t0 = time.monotonic()
     for anchor in ev.anchors:

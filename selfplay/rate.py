@@ -58,13 +58,6 @@ def checkpoints(paths, every: int = 1) -> list[str]:
     return [p for p in out if not (p in seen or seen.add(p))]
 
 
-def _step(path: str) -> int | None:
-    name = os.path.basename(path)
-    if name.startswith("model_") and name.endswith(".pt") and name[6:-3].isdigit():
-        return int(name[6:-3])
-    return None
-
-
 def _played(records, a: str, b: str) -> int:
     return sum(1 for r in records if {r["first"], r["second"]} == {a, b})
 
@@ -123,6 +116,7 @@ def main(argv=None) -> int:
         ap.error(f"--out {args.out!r} exists and is not a directory")
     os.makedirs(args.out, exist_ok=True)
 
+    from nets.checkpoint import checkpoint_step
     from selfplay.arena import play_match
     from selfplay.elo import fit_ratings, load_records
 
@@ -151,7 +145,7 @@ def main(argv=None) -> int:
     rows = []
     for p, s in zip(ckpts, specs):
         lo, hi = ratings.interval(s)
-        rows.append({"checkpoint": p, "step": _step(p), "elo": round(ratings.elo[s], 1), "lo": round(lo, 1),
+        rows.append({"checkpoint": p, "step": checkpoint_step(p), "elo": round(ratings.elo[s], 1), "lo": round(lo, 1),
                      "hi": round(hi, 1), "games": ratings.games.get(s, 0)})
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]))

@@ -532,7 +532,7 @@ class ClusterRun:
                  "; ".join(parts))
 
     def summary(self) -> dict:
-        from nets.checkpoint import latest_checkpoint
+        from nets.checkpoint import checkpoint_step, latest_checkpoint
 
         shards, samples = count_samples([self.data])
         per_node: dict = {}
@@ -553,7 +553,7 @@ class ClusterRun:
         return {"dir": self.dir, "preset": self.cfg.preset, "address": self.cfg.address,
                 "nodes": sorted(self.nodes), "elapsed_s": round(self.state["elapsed"], 1),
                 "shards": shards, "samples": samples, "shards_per_node": per_node,
-                "steps": int(os.path.basename(latest)[6:-3]) if latest else 0, "latest_checkpoint": latest,
+                "steps": checkpoint_step(latest) if latest else 0, "latest_checkpoint": latest,
                 "restarts": restarts, "uploads": dict(self.uploads),
                 "left_in_spools": {t: n for t, n in self.spooled.items() if n},
                 "evaluated": len(self.state["evaluated"])}
