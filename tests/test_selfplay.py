@@ -92,7 +92,7 @@ def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
     out = tmp_path / "d"
     status = tmp_path / "status.json"
     cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, "--sizes", "6x7",
-           "--max-games", "24", "--samples-per-shard", "15", "--status-file", str(status)]
+           "--samples-per-shard", "15", "--status-file", str(status)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     deadline = time.monotonic() + 300
@@ -102,7 +102,15 @@ def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
         if shard_done and status.exists():  # a shard is finished: kill a worker process
             victim = json.loads(status.read_text())["worker_pids"][0]
     assert victim is not None, "no shard appeared"
-    os.kill(victim, signal.SIGKILL)  # 24 games leave the run ample time to restart it
+    os.kill(victim, signal.SIGKILL)
+    restarted = False  # no game limit: the run can't finish before it restarts the worker
+    while not restarted and time.monotonic() < deadline + 300 and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            restarted = json.loads(status.read_text())["worker_restarts"] >= 1
+        except (OSError, ValueError):
+            pass
+    proc.send_signal(signal.SIGTERM)  # then a clean stop
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr
     assert f"worker 0 (pid {victim}, incarnation 0) died" in stderr
