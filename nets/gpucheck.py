@@ -306,20 +306,27 @@ _STATUS = re.compile(r"selfplay\.run:\s+(\d+)s games (\d+)\s+samples (\d+) \(([\
 
 
 def steady_rates(stdout: str) -> dict | None:
-    """Steady-state samples/s and evals/s between the last two status lines of a
-    selfplay.run log (each line holds cumulative averages since the start)."""
+    """Steady-state samples/s and evals/s of a selfplay.run log, measured from the first
+    status line after the first game was written (start-up, i.e. graph capture and the
+    first games, excluded) to the last one. Each status line holds cumulative averages
+    since the start. ``serving_from_s``: the first status line with evals > 0 (the
+    server's start-up ends before it). None with fewer than two such lines."""
     pts = [(int(m[1]), int(m[3]), int(m[5])) for m in _STATUS.finditer(stdout)]
-    if len(pts) < 2:
+    serving = next((t for t, _, e in pts if e > 0), None)
+    played = [p for p in pts if p[1] > 0]
+    if len(played) < 2:
         return None
-    (t1, s1, e1), (t2, s2, e2) = pts[-2], pts[-1]
+    (t1, s1, e1), (t2, s2, e2) = played[0], played[-1]
     if t2 <= t1:
         return None
-    return {"from_s": t1, "to_s": t2, "samples_per_s": round((s2 - s1) / (t2 - t1), 1),
+    return {"serving_from_s": serving, "from_s": t1, "to_s": t2, "samples_per_s": round((s2 - s1) / (t2 - t1), 1),
             "evals_per_s": round((e2 * t2 - e1 * t1) / (t2 - t1))}
 
 
 def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") -> None:
-    """7. selfplay.run --gpus 1 end to end (start-up, i.e. capture, included in 'seconds')."""
+    """7. selfplay.run --gpus 1 end to end ('seconds' include the start-up: capturing the
+    16 sizes x 28 buckets took 141 s on an H100 with 16 cores, so the steady-state
+    window starts after the first games; a run that wrote no game is an error)."""
     from nets.config import get_preset
 
     out = os.path.join(tmp, "selfplay")
@@ -333,6 +340,9 @@ def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") ->
     summ = json.loads(lines[-1])
     summ.pop("shards", None)
     steady = steady_rates(proc.stderr)  # status lines are log lines (stderr)
+    if steady is None:
+        raise RuntimeError(f"selfplay.run wrote games in fewer than two status intervals of {seconds:.0f} s "
+                           "(start-up longer than the run?): raise --selfplay-seconds")
     flops = mean_flops(get_preset(preset))
     _emit({"bench": "selfplay", "preset": preset, "usable_cores": len(os.sched_getaffinity(0)),
            "wall_s": round(time.perf_counter() - t0, 1), **summ, "steady": steady,
@@ -355,8 +365,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="b3c128nbt", help="network preset (default b3c128nbt)")
     ap.add_argument("--max-batch", type=int, default=4096, help="largest bucket of the graph check (4096)")
-    ap.add_argument("--selfplay-seconds", type=float, default=240.0,
-                    help="selfplay.run --time, start-up included (240)")
+    ap.add_argument("--selfplay-seconds", type=float, default=420.0,
+                    help="selfplay.run --time, start-up included (420; capture alone took 141 s on an H100)")
     ap.add_argument("--replay-seconds", type=float, default=0.05, help="timed seconds per replay figure (0.05)")
     ap.add_argument("--quick", action="store_true", help="two board sizes and short figures (smoke test)")
     ap.add_argument("--skip-selfplay", action="store_true", help="skip the end-to-end self-play figure")
@@ -394,7 +404,7 @@ def main(argv=None) -> int:
             bench_server(args.preset, 3.0 if args.quick else 10.0, peak)
             if not args.skip_selfplay:
                 step = "selfplay"
-                bench_selfplay(60.0 if args.quick else args.selfplay_seconds, peak, tmp, args.preset)
+                bench_selfplay(240.0 if args.quick else args.selfplay_seconds, peak, tmp, args.preset)
             if not args.skip_train:
                 step = "train"
                 bench_train(peak, (16,) if args.quick else (16, 128), args.preset)

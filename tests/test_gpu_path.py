@@ -400,12 +400,16 @@ def test_gpucheck_without_cuda_says_so_in_one_line_and_exits_0():
 def test_gpucheck_helpers():
     assert bf16_peak("NVIDIA H100 80GB HBM3") == 989e12 and bf16_peak("NVIDIA H100 PCIe") == 756e12
     assert bf16_peak("NVIDIA H200") == 989e12 and bf16_peak("Some GPU") is None
-    log = ("12:00:15 I [MainProcess] selfplay.run:      15s games 0  samples 0 (0.0/s)  evals 1000/s  "
-           "mean length 0.0\n"
-           "12:00:30 I [MainProcess] selfplay.run:      30s games 10  samples 300 (10.0/s)  evals 2000/s  "
-           "mean length 30.0\n")
-    assert steady_rates(log) == {"from_s": 15, "to_s": 30, "samples_per_s": 20.0, "evals_per_s": 3000}
-    assert steady_rates(log.splitlines()[0]) is None
+    status = "12:00:{0:02d} I [MainProcess] selfplay.run:  {0:6d}s games {1}  samples {2} ({3}/s)  evals {4}/s  mean length 30.0\n"
+    log = (status.format(15, 0, 0, 0.0, 0)  # capturing graphs: nothing served yet
+           + status.format(30, 0, 0, 0.0, 1000)  # serving, no game written yet
+           + status.format(45, 10, 300, 6.7, 2000)  # the first games: the window starts here
+           + status.format(60, 30, 900, 15.0, 3000))
+    # evals: 3000 * 60 - 2000 * 45 = 90,000 in 15 s; samples: 600 in 15 s
+    assert steady_rates(log) == {"serving_from_s": 30, "from_s": 45, "to_s": 60, "samples_per_s": 40.0,
+                                 "evals_per_s": 6000}
+    assert steady_rates("".join(log.splitlines(keepends=True)[:3])) is None  # one line with games
+    assert steady_rates("") is None
     proc = subprocess.run([sys.executable, "-m", "nets.gpucheck", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "--selfplay-seconds" in proc.stdout
