@@ -2,7 +2,10 @@
 
 Each pair is played on one random Saiblo board (size and forbidden cell drawn from the
 pair's seed) twice, with colours swapped, so board luck and the first-move advantage
-cancel. Pairs run in parallel processes; every game is appended to a JSON-lines file
+cancel. Standard boards (``--forbidden none``) have no board luck to vary the games, so
+each pair starts after a random opening of ``--opening-plies`` uniform legal moves
+(default 4 there, 0 with a forbidden cell), the same for both games of the pair: without
+it two deterministic players replay one game pair over and over. Pairs run in parallel processes; every game is appended to a JSON-lines file
 (``first``, ``second``, ``result`` 0 draw / 1 first won / 2 second won, board, moves),
 the format selfplay.elo reads. Prints a results table with the score of player A and
 its 95 % confidence interval.
@@ -29,19 +32,44 @@ from nets.players import make_player
 from selfplay.config import parse_sizes
 
 
-def setup_for_pair(seed: int, pair: int, sizes, forbidden: bool = True) -> tuple[int, int, tuple[int, int] | None]:
-    """The board of pair `pair`: a size from `sizes` and a uniform forbidden cell (None
-    with ``forbidden=False``: standard boards)."""
+#: random opening plies per pair when none are given: standard boards only (see above)
+STANDARD_OPENING_PLIES = 4
+
+
+def default_opening_plies(forbidden: bool) -> int:
+    """Opening plies of a pair when none are given: 0 with a forbidden cell, else 4."""
+    return 0 if forbidden else STANDARD_OPENING_PLIES
+
+
+def setup_for_pair(seed: int, pair: int, sizes, forbidden: bool = True, opening_plies: int = 0
+                   ) -> tuple[int, int, tuple[int, int] | None, tuple[int, ...]]:
+    """The board of pair `pair`: a size from `sizes`, a uniform forbidden cell (None with
+    ``forbidden=False``: standard boards) and `opening_plies` uniform random legal moves
+    (columns, 0 = left) that leave the game running; all drawn from ``(seed, pair)``."""
     rng = np.random.default_rng([seed, pair])
     h, w = sizes[int(rng.integers(len(sizes)))]
     cell = (int(rng.integers(h)), int(rng.integers(w)))
-    return h, w, (cell if forbidden else None)
+    f = cell if forbidden else None
+    for _ in range(1000):
+        game = c4fast.Game(h, w, f)
+        moves = []
+        while len(moves) < opening_plies and game.result is None:
+            col = int(rng.choice(game.legal_moves()))
+            game.play(col)
+            moves.append(col)
+        if game.result is None:
+            return h, w, f, tuple(moves)
+    raise ValueError(f"no {opening_plies}-ply opening leaves a {h}x{w} game running")
 
 
-def play_game(first, second, height, width, forbidden) -> dict:
-    """One game; returns its record (result 0 draw, 1 first won, 2 second won)."""
+def play_game(first, second, height, width, forbidden, opening: tuple[int, ...] = ()) -> dict:
+    """One game from the position after `opening`; returns its record (result 0 draw,
+    1 first won, 2 second won; "first" is the player to move after the opening, "moves"
+    include the opening's, "opening" counts them)."""
     game = c4fast.Game(height, width, forbidden)
-    players = {1: first, 2: second}
+    for col in opening:
+        game.play(col)
+    players = {game.to_move: first, 3 - game.to_move: second}
     for p in players.values():
         p.reset(game)
     t0 = time.perf_counter()
@@ -50,9 +78,12 @@ def play_game(first, second, height, width, forbidden) -> dict:
         if col not in game.legal_moves():
             raise RuntimeError(f"player {players[game.to_move].name} chose illegal column {col}")
         game.play(col)
-    return {"first": first.name, "second": second.name, "result": game.result, "height": height,
+    result = game.result
+    if result and len(opening) % 2:  # game.result names stones: 1 = the game's first mover
+        result = 3 - result
+    return {"first": first.name, "second": second.name, "result": result, "height": height,
             "width": width, "forbidden": list(forbidden) if forbidden else None, "moves": game.moves,
-            "seconds": round(time.perf_counter() - t0, 3)}
+            "opening": len(opening), "seconds": round(time.perf_counter() - t0, 3)}
 
 
 _PLAYERS: dict = {}
@@ -68,12 +99,12 @@ def _init_worker(spec_a, spec_b, seed, threads, pool_process=True):
 
 
 def _play_pair(args):
-    pair, seed, sizes, forbidden = args
+    pair, seed, sizes, forbidden, plies = args
     a, b = _PLAYERS["a"], _PLAYERS["b"]
-    h, w, f = setup_for_pair(seed, pair, sizes, forbidden)
+    h, w, f, opening = setup_for_pair(seed, pair, sizes, forbidden, plies)
     out = []
     for first, second in ((a, b), (b, a)):
-        rec = play_game(first, second, h, w, f)
+        rec = play_game(first, second, h, w, f, opening)
         rec["pair"] = pair
         out.append(rec)
     return out
@@ -81,12 +112,16 @@ def _play_pair(args):
 
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
-               threads: int = 1, forbidden: bool = True) -> list[dict]:
+               threads: int = 1, forbidden: bool = True, opening_plies: int | None = None) -> list[dict]:
     """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
-    out_path, flushed per game). ``forbidden=False`` plays standard boards."""
+    out_path, flushed per game). ``forbidden=False`` plays standard boards.
+    ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`)."""
     sizes = sizes or parse_sizes("saiblo")
+    plies = default_opening_plies(forbidden) if opening_plies is None else int(opening_plies)
+    if plies < 0:
+        raise ValueError(f"opening plies must be >= 0, got {plies}")
     make_player(spec_a), make_player(spec_b)  # validate specs before starting processes
-    tasks = [(i, seed, sizes, forbidden) for i in range(pairs)]
+    tasks = [(i, seed, sizes, forbidden, plies) for i in range(pairs)]
     records: list[dict] = []
     fh = open(out_path, "a") if out_path else None
     bar = None
@@ -158,6 +193,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="saiblo", help="board sizes: 'saiblo' or e.g. 6x7,9x9")
     ap.add_argument("--forbidden", choices=("random", "none"), default="random",
                     help="a random forbidden cell per board (default), or none: standard boards")
+    ap.add_argument("--opening-plies", type=int, default=None,
+                    help=f"random legal moves before each pair (default: {STANDARD_OPENING_PLIES} on standard "
+                         "boards, 0 with a forbidden cell)")
     ap.add_argument("--out", default=None, help="append game records to this JSON-lines file")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
@@ -171,7 +209,8 @@ def main(argv=None) -> int:
                 raise ValueError(f"--out {args.out!r} is not a writable file path")
         t0 = time.perf_counter()
         records = play_match(args.a, args.b, args.pairs, args.workers, args.seed, sizes, args.out,
-                             progress=not args.json, forbidden=args.forbidden == "random")
+                             progress=not args.json, forbidden=args.forbidden == "random",
+                             opening_plies=args.opening_plies)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

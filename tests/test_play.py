@@ -55,6 +55,55 @@ def test_arena_pairs_swap_colours_on_identical_boards(tmp_path):
     assert s["ci95"][0] <= s["score"] <= s["ci95"][1]
 
 
+def _stone_result(rec) -> int:
+    """The record's result as the moves give it: 1 if the game's first mover won."""
+    g = c4fast.Game.from_moves(rec["height"], rec["width"], rec["forbidden"] and tuple(rec["forbidden"]),
+                               rec["moves"])
+    return g.result
+
+
+@pytest.mark.parametrize("plies", [1, 4])
+def test_standard_board_pairs_start_from_random_openings(tiny_model, plies):
+    """Two deterministic players on 6x7 without a forbidden cell: with no opening every pair
+    replays the same two games; with one, pairs differ, both games of a pair share the
+    opening, and results are told from the side of the player to move after it."""
+    from selfplay.arena import default_opening_plies, play_match, setup_for_pair
+
+    pt, npz = tiny_model
+    a, b = f"net:{pt}:policy", f"net:{npz}:policy"
+    same = play_match(a, b, 3, seed=1, sizes=[(6, 7)], forbidden=False, opening_plies=0)
+    assert len({tuple(r["moves"]) for r in same}) <= 2  # 6 games, at most 2 distinct
+    assert default_opening_plies(False) == 4 and default_opening_plies(True) == 0
+    recs = play_match(a, b, 6, seed=1, sizes=[(6, 7)], forbidden=False,
+                      opening_plies=None if plies == 4 else plies)
+    openings = {}
+    for r in recs:
+        assert r["opening"] == plies and r["forbidden"] is None
+        openings.setdefault(r["pair"], set()).add(tuple(r["moves"][:plies]))
+        stone = _stone_result(r)
+        assert r["result"] == (stone if plies % 2 == 0 or stone == 0 else 3 - stone)
+    assert all(len(o) == 1 for o in openings.values())  # one opening per pair
+    assert len({next(iter(o)) for o in openings.values()}) >= 3  # pairs differ
+    assert len({tuple(r["moves"]) for r in recs}) > 2
+    h, w, f, op = setup_for_pair(1, 0, [(6, 7)], False, plies)
+    assert (h, w, f) == (6, 7, None) and op == setup_for_pair(1, 0, [(6, 7)], False, plies)[3]
+    assert op == next(iter(openings[0]))
+
+
+def test_opening_plies_are_validated():
+    from selfplay.arena import play_match, setup_for_pair
+
+    with pytest.raises(ValueError, match="opening plies"):
+        play_match("random", "random", 1, opening_plies=-1)
+    with pytest.raises(ValueError, match="leaves a 4x4 game running"):
+        setup_for_pair(0, 0, [(4, 4)], False, 16)  # a full board has ended
+    h, w, f, op = setup_for_pair(3, 2, [(9, 9)], True, 6)
+    g = c4fast.Game(h, w, f)
+    for col in op:
+        g.play(col)
+    assert len(op) == 6 and g.result is None
+
+
 def test_arena_cli_and_bad_spec(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "selfplay.arena", "greedy", "random", "--pairs", "2",
                            "--workers", "2", "--json", "--out", str(tmp_path / "g.jsonl")],
