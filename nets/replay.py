@@ -57,6 +57,7 @@ class Batch:
     policy_weight: np.ndarray  # (B,)
     outcome: np.ndarray  # (B,) int64: 0 win, 1 draw, 2 loss for the side to move
     legal: np.ndarray  # (B, H, W) bool: playable cells
+    root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
@@ -169,7 +170,7 @@ class ReplayWindow:
         encode_batch(recs, planes)
         legal = planes[:, 2] > 0
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
-                  g["outcome"].astype(np.int64), legal)
+                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32))
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b

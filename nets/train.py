@@ -65,6 +65,9 @@ class TrainConfig:
     momentum: float = field(default=0.9, metadata=opt("SGD momentum"))
     l2: float = field(default=3e-5, metadata=opt("L2 weight decay"))
     value_weight: float = field(default=1.5, metadata=opt("weight of the value loss"))
+    value_mix: float = field(default=0.0, metadata=opt(
+        "share of the search's root (win, draw, loss) in the value target, the rest being the game's "
+        "outcome (0: outcome only)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -89,6 +92,8 @@ class TrainConfig:
         for f in ("lr", "ratio"):
             if not getattr(self, f) > 0:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
+        if not 0.0 <= self.value_mix <= 1.0:
+            raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
 
     def lr_at(self, step: int) -> float:
         if self.steps > 0:
@@ -146,9 +151,13 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def losses(model, batch: Batch, device, value_weight: float):
+def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0):
     """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch
-    (0-dim tensors on `device`; nothing here waits for the device)."""
+    (0-dim tensors on `device`; nothing here waits for the device).
+
+    The value target is the game's outcome (win/draw/loss for the side to move) or, with
+    ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
+    (the search's estimate at the sample's root, same side)."""
     x = to_device(batch.planes, device)
     if x.is_cuda:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -161,7 +170,13 @@ def losses(model, batch: Batch, device, value_weight: float):
     logp = F.log_softmax(logits, dim=1)
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
-    value_loss = F.cross_entropy(val.float(), z, reduction="sum")
+    if value_mix > 0:
+        if batch.root_wdl is None:
+            raise ValueError("value_mix > 0 needs the samples' root_wdl")
+        soft = (1 - value_mix) * F.one_hot(z, 3).float() + value_mix * to_device(batch.root_wdl, device)
+        value_loss = -(soft * F.log_softmax(val.float(), dim=1)).sum()
+    else:
+        value_loss = F.cross_entropy(val.float(), z, reduction="sum")
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
     return value_weight * value_loss + policy_loss, policy_loss, value_loss, entropy
@@ -258,7 +273,7 @@ class Trainer:
         for size in sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight)
+                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
         tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation

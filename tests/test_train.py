@@ -190,3 +190,52 @@ def test_follow_mode_holds_the_ratio_and_stops_when_idle(tmp_path):
     s = train([], TrainRunConfig(out=str(tmp_path / "o"), follow=str(tmp_path / "f"), max_wait=1.0, poll=0.2,
                                  train=cfg), quiet=True)
     assert s["samples_trained"] <= 2.0 * n and s["samples_trained"] > 2.0 * n - 8
+
+
+def _numpy_value_loss(val_logits: np.ndarray, outcome: np.ndarray, root_wdl: np.ndarray, mix: float) -> float:
+    """Reference: summed cross-entropy of softmax(val) against (1-mix)*onehot + mix*root_wdl."""
+    v = val_logits.astype(np.float64)
+    logp = v - v.max(1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+    target = (1 - mix) * np.eye(3)[outcome] + mix * root_wdl.astype(np.float64)
+    return float(-(target * logp).sum())
+
+
+def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
+    """value_mix m: the value loss is the CE against (1-m)*onehot(outcome) + m*root_wdl
+    (numpy reference, random nets and root WDLs); m = 0 is the plain outcome CE."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from nets.config import get_preset
+    from nets.model import build_model
+
+    make_shards(tmp_path, games=4, sizes=((6, 7),))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    base = win.sample(np.random.default_rng(0), (6, 7), 16, flip=False)
+    np.testing.assert_allclose(base.root_wdl, 1 / 3)  # make_shards writes uniform root WDLs
+    torch.manual_seed(0)
+    model = build_model(get_preset("tiny")).eval()
+
+    @settings(max_examples=25, deadline=None)
+    @given(mix=st.floats(0.0, 1.0), seed=st.integers(0, 2**31 - 1))
+    def check(mix, seed):
+        rng = np.random.default_rng(seed)
+        wdl = rng.dirichlet(np.ones(3), 16).astype(np.float32)
+        b = Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal, wdl)
+        with torch.no_grad():
+            _, val = model(torch.from_numpy(b.planes))
+            total, pol, v, _ = losses(model, b, "cpu", 1.5, mix)
+        ref = _numpy_value_loss(val.numpy(), b.outcome, wdl, mix)
+        assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref))
+        assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))
+        if mix == 0.0:
+            assert v.item() == losses(model, b, "cpu", 1.5)[2].item()
+
+    check()
+    with pytest.raises(ValueError, match="value_mix"):
+        TrainConfig(value_mix=1.5)
+    with pytest.raises(ValueError, match="root_wdl"):
+        losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal),
+               "cpu", 1.5, 0.5)
