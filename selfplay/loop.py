@@ -108,7 +108,7 @@ PRESETS = {
                    EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort"),
     "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
                    EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
-    # value target 0.5 outcome + 0.5 root WDL: 9.3 % vs 12.9 % non-optimal Pons moves after
+    # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)
     "standard": _standard(_preset("standard", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 64, 6.0, 25_000, 200,
                                   EvalConfig(every_min=10.0, pairs=8, playouts=100,
