@@ -5,9 +5,10 @@ pair's seed) twice, with colours swapped, so board luck and the first-move advan
 cancel. Standard boards (``--forbidden none``) have no board luck to vary the games, so
 each pair starts after a random opening of ``--opening-plies`` uniform legal moves
 (default 4 there, 0 with a forbidden cell), the same for both games of the pair: without
-it two deterministic players replay one game pair over and over. Pairs run in parallel processes; every game is appended to a JSON-lines file
-(``first``, ``second``, ``result`` 0 draw / 1 first won / 2 second won, board, moves),
-the format selfplay.elo reads. Prints a results table with the score of player A and
+it two deterministic players replay one game pair over and over. Pairs run in parallel
+processes; every game is appended to a JSON-lines file (``first``, ``second``, ``result``
+0 draw / 1 first won / 2 second won, board, moves, ``opening``), the format selfplay.elo
+reads. Prints a results table with the score of player A and
 its 95 % confidence interval.
 
 Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (c4fast.players via nets.players.make_player),
@@ -66,9 +67,7 @@ def play_game(first, second, height, width, forbidden, opening: tuple[int, ...] 
     """One game from the position after `opening`; returns its record (result 0 draw,
     1 first won, 2 second won; "first" is the player to move after the opening, "moves"
     include the opening's, "opening" counts them)."""
-    game = c4fast.Game(height, width, forbidden)
-    for col in opening:
-        game.play(col)
+    game = c4fast.Game.from_moves(height, width, forbidden, opening)
     players = {game.to_move: first, 3 - game.to_move: second}
     for p in players.values():
         p.reset(game)
