@@ -1,7 +1,7 @@
 """`python -m nets.gpucheck`: the GPU acceptance check, one JSON line per result.
 
 Without CUDA it prints one line saying so and exits 0 (CI runs it). With CUDA, on
-``cuda:0`` (and ``cuda:1`` when present), in about 10-15 minutes:
+``cuda:0`` (and ``cuda:1`` when present), in about 15 minutes (7 of them the self-play figure):
 
 correctness (the first failure prints ``"ok": false`` with the reason and exits 1)
   1. ``graphs``: every Saiblo size x batch bucket captured as the server does it and
