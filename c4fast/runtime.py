@@ -8,7 +8,8 @@ Standard library only (no numpy, numba or torch), so any process can import it f
   a crash leaves at most a ``NAME.*.tmp`` file (:func:`remove_stale_temps` clears them).
 - :func:`fsync_dir`: make a rename (or a file created with another writer) durable.
 - :func:`raise_on_interrupt`: SIGINT, SIGTERM and SIGHUP raise ``KeyboardInterrupt``, so
-  every long command stops through one clean path.
+  every long command stops through one clean path; :func:`check_interrupt` raises it again
+  if it was swallowed (see there).
 - :func:`setup_logging`: one logger per process, to stderr and optionally a file.
 """
 
@@ -25,6 +26,7 @@ from typing import Any, Callable, IO
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
            "remove_stale_temps", "raise_on_interrupt", "setup_logging", "start_resource_tracker",
            "die_with_parent", "DirLock", "LockedError", "forget_handled_interrupt", "ignore_interrupts",
+           "check_interrupt",
            "LOG_FORMAT"]
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
@@ -119,10 +121,29 @@ def raise_on_interrupt() -> None:
     """
 
     def handler(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        global _pending_interrupt
+        _pending_interrupt = signal.Signals(signum).name
+        raise KeyboardInterrupt(_pending_interrupt)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
+
+
+_pending_interrupt: str | None = None
+
+
+def check_interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` if a signal caught by :func:`raise_on_interrupt` has not
+    been handled yet (it is marked handled by :func:`forget_handled_interrupt`).
+
+    A signal that arrives while Python runs a callback from C (a ctypes callback such as
+    Numba's LLVM object-cache hook during a JIT compile) raises inside that callback, and
+    the C caller swallows the exception ("Exception ignored in ..."): the program would go
+    on as if never interrupted. Long loops call this once per iteration so such a signal
+    still stops them.
+    """
+    if _pending_interrupt is not None:
+        raise KeyboardInterrupt(_pending_interrupt)
 
 
 def ignore_interrupts() -> None:
@@ -139,6 +160,8 @@ def forget_handled_interrupt() -> None:
     such code), and ``python -m`` then exits by re-raising SIGINT even though the program
     caught the exception and stopped cleanly. Running any string through ``exec`` clears
     the flag; call this right before a clean exit after an interrupt."""
+    global _pending_interrupt
+    _pending_interrupt = None
     exec("pass", {})
 
 

@@ -35,8 +35,8 @@ import torch.nn.functional as F
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, flatten, load_config, opt
 from c4fast.evaluators import column_plane
-from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, forget_handled_interrupt,
-                            raise_on_interrupt, remove_stale_temps, setup_logging)
+from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, check_interrupt,
+                            forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.model import build_model
@@ -379,6 +379,7 @@ class _Session:
         last_status = 0.0
         rate_t, rate_n = time.monotonic(), trainer.samples_trained
         while not (cfg.steps and trainer.step >= cfg.steps):
+            check_interrupt()
             if run.stop_after and trainer.step - start_step >= run.stop_after:
                 break
             if run.follow:

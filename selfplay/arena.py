@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 import c4fast
+from c4fast.runtime import check_interrupt
 from nets.players import make_player
 from selfplay.config import parse_sizes
 
@@ -73,6 +74,7 @@ def play_game(first, second, height, width, forbidden, opening: tuple[int, ...] 
         p.reset(game)
     t0 = time.perf_counter()
     while game.result is None:
+        check_interrupt()  # a signal swallowed inside a JIT compile still stops the match
         col = players[game.to_move].choose(game.copy())
         if col not in game.legal_moves():
             raise RuntimeError(f"player {players[game.to_move].name} chose illegal column {col}")
@@ -147,7 +149,11 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
         if pool is not None:
             pool.close()
             pool.join()
+            pool = None
     finally:
+        if pool is not None:  # interrupted or failed: don't wait for the games in flight
+            pool.terminate()
+            pool.join()
         if fh:
             fh.close()
         if bar:

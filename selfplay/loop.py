@@ -40,8 +40,8 @@ from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, con
                         config_to_dict, opt, save_config)
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, cpu_seconds, die_with_parent,
-                            forget_handled_interrupt, ignore_interrupts, raise_on_interrupt,
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, cpu_seconds,
+                            die_with_parent, forget_handled_interrupt, ignore_interrupts, raise_on_interrupt,
                             setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
@@ -311,6 +311,7 @@ class Loop:
         try:
             while self._run_time() < budget and evals_left():
                 time.sleep(0.5)
+                check_interrupt()
                 self._check_children(budget)
                 now = time.monotonic()
                 if now >= next_eval:

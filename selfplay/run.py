@@ -23,8 +23,8 @@ import time
 import numpy as np
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, forget_handled_interrupt, ignore_interrupts,
-                            raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
+                            ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
 from selfplay.config import RunConfig, default_node_tag
 
 log = logging.getLogger("selfplay.run")
@@ -202,6 +202,7 @@ def run(cfg: RunConfig) -> dict:
 
     try:
         while True:
+            check_interrupt()
             try:
                 handle(stats_q.get(timeout=0.2))
             except queue.Empty:

@@ -49,7 +49,7 @@ import threading
 import time
 import uuid
 
-from c4fast.runtime import raise_on_interrupt
+from c4fast.runtime import check_interrupt, raise_on_interrupt
 from nets.shards import count_samples, list_shards
 
 log = logging.getLogger("c4fast.cluster")
@@ -465,6 +465,7 @@ class ClusterRun:
                 next_eval = time.monotonic() + self.preset.eval.every_min * 60
                 next_status = time.monotonic() + self.cfg.status_every
                 while self._run_time() < budget:
+                    check_interrupt()
                     self._pump()
                     self._sync_models()
                     self._health()
