@@ -103,9 +103,11 @@ def _standard(cfg: LoopConfig) -> LoopConfig:
 #: gpu: one GPU with the b3c128nbt net; dummy: seconds-long runs for tests.
 PRESETS = {
     # CPU budget (docs/PERFORMANCE.md, measured): one server thread on ONNX Runtime (~1
-    # core), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core
+    # core), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core;
+    # value target 0.5 outcome + 0.5 root WDL: 0.63 [0.54, 0.71] in 60 pairs against the
+    # outcome-only target after 12 equal minutes (docs/ABLATIONS.md)
     "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
-                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort"),
+                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort", value_mix=0.5),
     "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
                    EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
