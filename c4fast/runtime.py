@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 from typing import Any, Callable, IO
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
@@ -140,9 +141,10 @@ def check_interrupt() -> None:
     Numba's LLVM object-cache hook during a JIT compile) raises inside that callback, and
     the C caller swallows the exception ("Exception ignored in ..."): the program would go
     on as if never interrupted. Long loops call this once per iteration so such a signal
-    still stops them.
+    still stops them. Only the main thread raises (Python delivers signals there); in any
+    other thread, such as the cluster driver's evaluation thread, this does nothing.
     """
-    if _pending_interrupt is not None:
+    if _pending_interrupt is not None and threading.current_thread() is threading.main_thread():
         raise KeyboardInterrupt(_pending_interrupt)
 
 

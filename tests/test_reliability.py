@@ -260,7 +260,7 @@ def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
 
 
 SWALLOWED = """
-import ctypes, os, signal, sys
+import ctypes, os, signal, sys, threading
 from c4fast.runtime import check_interrupt, forget_handled_interrupt, raise_on_interrupt
 from selfplay.arena import play_match
 
@@ -274,6 +274,16 @@ def callback():  # like Numba's LLVM cache hook: C calls Python, and drops its e
 
 callback()
 print("went on", flush=True)
+raised = []
+def other_thread():  # signals belong to the main thread: an evaluation thread runs on
+    try:
+        check_interrupt()
+    except KeyboardInterrupt:
+        raised.append(True)
+t = threading.Thread(target=other_thread)
+t.start()
+t.join()
+assert not raised, "check_interrupt raised outside the main thread"
 try:
     play_match("random", "random", pairs=3, sizes=[(6, 7)], forbidden=False)
 except KeyboardInterrupt as e:
