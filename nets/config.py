@@ -131,6 +131,12 @@ PRESETS: dict[str, NetConfig] = {
         name="cpu_small", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
         gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
     ),
+    # The net-size ablation's larger CPU net (~0.2M parameters, ~2x cpu_small's compute):
+    # docs/ABLATIONS.md.
+    "cpu_mid": NetConfig(
+        name="cpu_mid", channels=96, blocks=2, bottleneck_channels=48, gpool_channels=24,
+        gpool_blocks=(1,), policy_channels=32, value_channels=32, value_hidden=64,
+    ),
     # For tests (a few thousand parameters).
     "tiny": NetConfig(
         name="tiny", channels=16, blocks=1, bottleneck_channels=8, gpool_channels=4,

@@ -5,7 +5,9 @@ runs forward/backward per size and accumulates the gradients (one optimizer step
 training step), with random horizontal flips. Loss (per sample, averaged over the
 step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``,
 plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
-of ``--steps``, full until 72 %, then 1/10.
+of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
+``--warmup-steps``, then full, and 1/10 once ``--follow-anneal`` of the run's planned
+time (``--run-seconds``, which ``selfplay.loop`` sets) has passed.
 
 Every ``--checkpoint-every`` steps it writes, atomically, the training state
 (``OUT/train_state.pt``: weights, optimizer, RNG states, step) and the inference
@@ -71,6 +73,9 @@ class TrainConfig:
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
+    follow_anneal: float = field(default=0.0, metadata=opt(
+        "follow mode with a planned run length (--run-seconds, set by selfplay.loop): lr/10 once this "
+        "share of the run's time has passed (0: never)"))
     checkpoint_every: int = field(default=500, metadata=opt("steps between checkpoints"))
     ratio: float = field(default=4.0, metadata=opt("follow mode: trained samples per self-play sample"))
     seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
@@ -94,14 +99,26 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
+        if not 0.0 <= self.follow_anneal < 1.0:
+            raise ValueError(f"TrainConfig.follow_anneal must be in [0, 1), got {self.follow_anneal}")
+        if self.follow_anneal > 0 and self.steps > 0:
+            raise ValueError("--follow-anneal is the follow-mode schedule; with --steps use --anneal-fraction")
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, progress: float | None = None) -> float:
+        """The learning rate of step `step`. With ``--steps``: lr/3, lr, lr/10 at the
+        fractions of the steps. Without: lr/3 for ``warmup_steps``, then lr, and lr/10
+        once `progress` (the share of a follow-mode run's planned time that has passed;
+        None: unknown) reaches ``follow_anneal`` > 0."""
         if self.steps > 0:
             x = step / self.steps
             if x < self.warmup_fraction:
                 return self.lr / 3
             return self.lr if x < self.anneal_fraction else self.lr / 10
-        return self.lr / 3 if step < self.warmup_steps else self.lr
+        if step < self.warmup_steps:
+            return self.lr / 3
+        if self.follow_anneal > 0 and progress is not None and progress >= self.follow_anneal:
+            return self.lr / 10
+        return self.lr
 
     def to_dict(self) -> dict:
         return config_to_dict(self)
@@ -125,6 +142,10 @@ class TrainRunConfig:
     max_wait: float = field(default=0.0, metadata=opt("follow mode: stop after waiting this many "
                                                      "seconds for data (0: never)"))
     threads: int = field(default=0, metadata=opt("torch CPU threads (0: torch's default)"))
+    run_seconds: float = field(default=0.0, metadata=opt(
+        "follow mode: the run's planned length in seconds, the horizon of --follow-anneal (0: none)"))
+    run_elapsed: float = field(default=0.0, metadata=opt(
+        "follow mode: seconds of the run already done before this start (a resumed run)"))
     poll: float = field(default=5.0, metadata=opt("seconds between scans for new shards"))
     log_every: int = field(default=20, metadata=opt("steps between metric logs"))
     status_file: str | None = field(default=None, metadata=opt(
@@ -139,6 +160,18 @@ class TrainRunConfig:
             raise ValueError("--max-wait must be a finite number >= 0")
         if not (math.isfinite(self.poll) and self.poll > 0) or self.log_every < 1:
             raise ValueError("--poll must be > 0 and --log-every >= 1")
+        for f in ("run_seconds", "run_elapsed"):
+            if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
+                raise ValueError(f"--{f.replace('_', '-')} must be a finite number >= 0")
+        if self.follow and self.train.follow_anneal > 0 and self.run_seconds <= 0:
+            raise ValueError("--follow-anneal needs the run's planned length, --run-seconds")
+
+    def progress(self, seconds_here: float) -> float | None:
+        """The share of the planned run that has passed after `seconds_here` seconds of
+        this start (None without ``run_seconds``)."""
+        if self.run_seconds <= 0:
+            return None
+        return (self.run_elapsed + seconds_here) / self.run_seconds
 
 
 def to_device(a: np.ndarray, device) -> torch.Tensor:
@@ -207,6 +240,7 @@ class Trainer:
         self.samples_trained = 0
         self.tb = None
         self.last_metrics: dict = {}
+        self.progress: float | None = None  # share of a follow-mode run's planned time passed
 
     # ----------------------------------------------------------- state
     @property
@@ -263,7 +297,7 @@ class Trainer:
         if not sizes:
             raise ValueError("the replay window is empty")
         self.model.train()
-        lr = self.cfg.lr_at(self.step)
+        lr = self.cfg.lr_at(self.step, self.progress)
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
@@ -344,6 +378,7 @@ class _Session:
 
     def __init__(self, trainer: "Trainer", paths: list, run: TrainRunConfig, quiet: bool):
         self.trainer, self.paths, self.run, self.quiet = trainer, paths, run, quiet
+        self.t0 = time.monotonic()
         self.cfg = run.train
         self.window = ReplayWindow(self.cfg.window)
         self.sources = paths + ([run.follow] if run.follow else [])
@@ -396,6 +431,7 @@ class _Session:
                     self.refresh()
                     continue
                 waiting_since = None
+                trainer.progress = run.progress(time.monotonic() - self.t0)
             elif not window.sizes:
                 raise ValueError("no training samples found in " + ", ".join(map(str, self.paths)))
             metrics = trainer.train_step(window)

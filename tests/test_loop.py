@@ -51,7 +51,9 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     assert int(Path(s2["latest_checkpoint"]).stem.split("_")[1]) > step_before
     assert f"resumed at step {step_before}" in (run / "logs" / "train.log").read_text()
     assert json.loads((run / "loop.json").read_text())["config"]["preset"] == "dummy"
-    assert json.loads((run / "config" / "train.json").read_text())["resume"] is True
+    train_conf = json.loads((run / "config" / "train.json").read_text())
+    assert train_conf["resume"] is True  # and the lr schedule's horizon is the whole run:
+    assert train_conf["run_seconds"] == 30 * 60 and train_conf["run_elapsed"] == first_elapsed
     versions = set()
     for p in list_shards([run / "data"]):
         for k, g in read_shard(p).items():

@@ -76,6 +76,7 @@ def test_presets_and_config_validation():
     counts = {n: count_parameters(Net(c)) for n, c in PRESETS.items()}
     assert 450_000 <= counts["b3c128nbt"] <= 700_000
     assert 60_000 <= counts["cpu_small"] <= 150_000
+    assert 1.8 * counts["cpu_small"] <= counts["cpu_mid"] <= 2.5 * counts["cpu_small"]
     assert counts["tiny"] < 10_000
     with pytest.raises(ValueError, match="cpu_small"):
         get_preset("nope")

@@ -64,6 +64,35 @@ def test_lr_schedule():
     assert cfg.lr_at(720) == pytest.approx(0.003) and cfg.lr_at(999) == pytest.approx(0.003)
     free = TrainConfig(steps=0, lr=0.03, warmup_steps=10)
     assert free.lr_at(5) == pytest.approx(0.01) and free.lr_at(10_000) == 0.03
+    assert free.lr_at(10_000, progress=0.99) == 0.03  # no --follow-anneal: no drop
+    ann = TrainConfig(steps=0, lr=0.03, warmup_steps=10, follow_anneal=0.75)
+    assert ann.lr_at(10_000) == 0.03 and ann.lr_at(10_000, progress=0.7499) == 0.03
+    assert ann.lr_at(10_000, progress=0.75) == pytest.approx(0.003)
+    assert ann.lr_at(5, progress=0.9) == pytest.approx(0.01)  # warm-up first
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="follow_anneal"):
+            TrainConfig(follow_anneal=bad)
+    with pytest.raises(ValueError, match="--anneal-fraction"):
+        TrainConfig(steps=100, follow_anneal=0.5)
+    with pytest.raises(ValueError, match="--run-seconds"):
+        TrainRunConfig(follow="d", train=ann)
+    run = TrainRunConfig(follow="d", train=ann, run_seconds=100.0, run_elapsed=40.0)
+    assert run.progress(35.0) == pytest.approx(0.75) and TrainRunConfig().progress(1e9) is None
+    with pytest.raises(ValueError, match="--run-elapsed"):
+        TrainRunConfig(run_elapsed=float("nan"))
+
+
+def test_follow_anneal_drops_the_lr_for_the_rest_of_a_resumed_run(tmp_path):
+    """A follow-mode start that begins past --follow-anneal of the planned run (a resumed
+    loop) trains at lr/10 from its first step after the warm-up; the same start without
+    the switch trains at the full rate."""
+    make_shards(tmp_path / "f", games=4, sizes=((6, 7),))
+    for anneal, lr in ((0.5, 0.002), (0.0, 0.02)):
+        cfg = TrainConfig(preset="tiny", per_size=8, ratio=2.0, checkpoint_every=1000, warmup_steps=0,
+                          lr=0.02, follow_anneal=anneal)
+        s = train([], TrainRunConfig(out=str(tmp_path / f"o{anneal}"), follow=str(tmp_path / "f"), max_wait=0.5,
+                                     poll=0.2, run_seconds=100.0, run_elapsed=60.0, train=cfg), quiet=True)
+        assert s["steps"] > 0 and s["lr"] == pytest.approx(lr)
 
 
 def test_flip_matches_the_mirrored_position(tmp_path):
