@@ -31,10 +31,7 @@ Benchmark: ``python -m c4fast.bench bots``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 import time
 
 import numpy as np
