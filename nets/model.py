@@ -34,7 +34,7 @@ from torch import nn
 
 from nets.config import NetConfig
 
-__all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict"]
+__all__ = ["Net", "PolicyHead", "build_model", "count_parameters", "global_pool", "predict"]
 
 
 def global_pool(x: torch.Tensor) -> torch.Tensor:
@@ -179,13 +179,18 @@ class Net(nn.Module):
                 f"expected planes of shape (B, {self.config.in_planes}, H, W), "
                 f"got {tuple(planes.shape)}"
             )
+        x = self.trunk(planes)
+        return self.policy_head(x), self.value_head(x)
+
+    def trunk(self, planes: torch.Tensor) -> torch.Tensor:
+        """The trunk's output (B, channels, H, W) after its final BN + ReLU: what the heads
+        read (training-only auxiliary heads too, see :class:`PolicyHead`)."""
         if not planes.is_floating_point():
             planes = planes.float()
         x = self.input_conv(planes)
         for blk in self.blocks:
             x = blk(x)
-        x = F.relu(self.trunk_norm(x))
-        return self.policy_head(x), self.value_head(x)
+        return F.relu(self.trunk_norm(x))
 
 
 def build_model(config: NetConfig) -> Net:

@@ -25,7 +25,7 @@ from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
 from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, read_shard, rebuild_positions
 
-KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl")
+KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,18 +58,26 @@ class Batch:
     outcome: np.ndarray  # (B,) int64: 0 win, 1 draw, 2 loss for the side to move
     legal: np.ndarray  # (B, H, W) bool: playable cells
     root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
+    # the opponent's reply: the search policy target of the game's next sample (B, H, W)
+    # over the next position's cells, and its weight (B,): that sample's policy_weight, 0
+    # where the game ended at this sample
+    opp_policy: np.ndarray | None = None
+    opp_weight: np.ndarray | None = None
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
     """Mirror (column c -> W-1-c) the samples selected by boolean `mask`, in place.
 
-    Planes, policy target and legal cells flip together; the forbidden cell is part of
-    plane 3 and the last moves of planes 4/5, so it mirrors with them.
+    Planes, policy targets (own and opponent's) and legal cells flip together; the
+    forbidden cell is part of plane 3 and the last moves of planes 4/5, so it mirrors
+    with them.
     """
     if mask.any():
         b.planes[mask] = b.planes[mask][..., ::-1]
         b.policy[mask] = b.policy[mask][..., ::-1]
         b.legal[mask] = b.legal[mask][..., ::-1]
+        if b.opp_policy is not None:
+            b.opp_policy[mask] = b.opp_policy[mask][..., ::-1]
 
 
 class ReplayWindow:
@@ -102,6 +110,10 @@ class ReplayWindow:
             return None
         games = d.pop("games")
         entry = {k: {f: v[f] for f in KEEP_FIELDS} for k, v in d.items()}
+        for k, v in d.items():  # a game's samples are stored together, in move order
+            nxt = np.zeros(len(v["ply"]), bool)
+            nxt[:-1] = (v["game_id"][1:] == v["game_id"][:-1]) & (v["ply"][1:] == v["ply"][:-1] + 1)
+            entry[k]["has_next"] = nxt
         entry["_n"] = sum(len(v["ply"]) for v in entry.values())
         entry["_games"] = (len(games["game_id"]), int(games["num_moves"].sum()))
         self.shard_cache[path] = entry
@@ -160,7 +172,8 @@ class ReplayWindow:
         return sorted(k for k, v in self.data.items() if len(v["ply"]) > 0)
 
     def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True) -> Batch:
-        """n samples of one board size, uniformly from the window, randomly mirrored."""
+        """n samples of one board size, uniformly from the window, randomly mirrored, with
+        the opponent's reply (the next sample of the same game) as the auxiliary target."""
         d = self.data[size]
         idx = rng.integers(0, len(d["ply"]), n)
         h, w = size
@@ -169,8 +182,13 @@ class ReplayWindow:
         planes = np.zeros((n, NUM_PLANES, h, w), np.float32)
         encode_batch(recs, planes)
         legal = planes[:, 2] > 0
+        # the window keeps whole shard tails, so a sample's successor in its game is the
+        # next row (has_next is False for a game's last sample)
+        nxt = np.where(g["has_next"], idx + 1, idx)
+        opp_weight = np.where(g["has_next"], d["policy_weight"][nxt], 0).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
-                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32))
+                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
+                  d["policy"][nxt].astype(np.float32), opp_weight)
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b

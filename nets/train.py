@@ -4,7 +4,9 @@ Each step draws ``per_size`` samples from every board size in the replay window,
 runs forward/backward per size and accumulates the gradients (one optimizer step per
 training step), with random horizontal flips. Loss (per sample, averaged over the
 step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``,
-plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
+plus, with ``--opp-policy-weight`` > 0, that weight times the soft CE of a training-only
+head predicting the opponent's reply (the next sample's search policy; KataGo's
+auxiliary target), plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
 of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
 ``--warmup-steps``, then full, and 1/10 once ``--follow-anneal`` of the run's planned
 time (``--run-seconds``, which ``selfplay.loop`` sets) has passed.
@@ -41,7 +43,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_jso
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
-from nets.model import build_model
+from nets.model import PolicyHead, build_model
 from nets.replay import Batch, ReplayWindow, WindowConfig
 from nets.shards import ShardError, list_shards
 
@@ -70,6 +72,9 @@ class TrainConfig:
     value_mix: float = field(default=0.0, metadata=opt(
         "share of the search's root (win, draw, loss) in the value target, the rest being the game's "
         "outcome (0: outcome only)"))
+    opp_policy_weight: float = field(default=0.0, metadata=opt(
+        "weight of the opponent-policy auxiliary loss: a training-only head on the trunk predicts "
+        "the opponent's reply, the next sample's search policy (KataGo uses 0.15; 0: no head)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -99,6 +104,9 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
+        if not (math.isfinite(self.opp_policy_weight) and self.opp_policy_weight >= 0):
+            raise ValueError(f"TrainConfig.opp_policy_weight must be a finite number >= 0, "
+                             f"got {self.opp_policy_weight}")
         if not 0.0 <= self.follow_anneal < 1.0:
             raise ValueError(f"TrainConfig.follow_anneal must be in [0, 1), got {self.follow_anneal}")
         if self.follow_anneal > 0 and self.steps > 0:
@@ -184,17 +192,30 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0):
-    """Summed (not averaged) value CE, policy soft CE and policy entropy of one batch
-    (0-dim tensors on `device`; nothing here waits for the device).
+def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0,
+           opp_head=None, opp_weight: float = 0.0):
+    """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
+    opponent-policy soft CE of one batch (0-dim tensors on `device`; nothing here waits
+    for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
-    (the search's estimate at the sample's root, same side)."""
+    (the search's estimate at the sample's root, same side). With `opp_head` (a
+    training-only :class:`nets.model.PolicyHead` on the trunk) the total adds
+    ``opp_weight`` times the soft CE of its softmax over all cells against the opponent's
+    reply (``batch.opp_policy``, weighted per sample by ``batch.opp_weight``)."""
     x = to_device(batch.planes, device)
     if x.is_cuda:
         x = x.contiguous(memory_format=torch.channels_last)
-    pol, val = model(x)
+    if opp_head is None:
+        pol, val = model(x)
+        opp_loss = torch.zeros((), device=x.device)
+    else:
+        trunk = model.trunk(x)
+        pol, val = model.policy_head(trunk), model.value_head(trunk)
+        opp_logp = F.log_softmax(opp_head(trunk).float().flatten(1), dim=1)
+        opp_ce = -(to_device(batch.opp_policy, device).flatten(1) * opp_logp).sum(1)
+        opp_loss = (to_device(batch.opp_weight, device) * opp_ce).sum()
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -212,7 +233,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         value_loss = F.cross_entropy(val.float(), z, reduction="sum")
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
-    return value_weight * value_loss + policy_loss, policy_loss, value_loss, entropy
+    total = value_weight * value_loss + policy_loss + opp_weight * opp_loss
+    return total, policy_loss, value_loss, entropy, opp_loss
 
 
 class Trainer:
@@ -233,8 +255,14 @@ class Trainer:
         self.model = build_model(self.net_config).to(self.device)
         if self.device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                                   weight_decay=cfg.l2)
+        # training-only auxiliary head (not in the inference checkpoint; in the training state)
+        self.opp_head = None
+        if cfg.opp_policy_weight > 0:
+            self.opp_head = PolicyHead(self.net_config.channels, self.net_config.policy_channels).to(self.device)
+            if self.device.type == "cuda":
+                self.opp_head = self.opp_head.to(memory_format=torch.channels_last)
+        params = list(self.model.parameters()) + (list(self.opp_head.parameters()) if self.opp_head else [])
+        self.opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.samples_trained = 0
@@ -262,6 +290,8 @@ class Trainer:
             "samples_trained": self.samples_trained,
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": self.opt.state_dict(),
+            "opp_head": ({k: v.detach().cpu().clone() for k, v in self.opp_head.state_dict().items()}
+                         if self.opp_head is not None else None),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
             "torch_rng": torch.get_rng_state(),
         }
@@ -282,7 +312,13 @@ class Trainer:
         if state["net_config"] != self.net_config.to_dict():
             raise ValueError(f"{self.state_path!r} was trained with preset "
                              f"{state['net_config'].get('name')!r}, not {self.cfg.preset!r}")
+        if (state.get("opp_head") is not None) != (self.opp_head is not None):
+            raise ValueError(f"{self.state_path!r} was trained {'with' if state.get('opp_head') else 'without'} "
+                             f"the opponent-policy head; resume it with the same --opp-policy-weight setting "
+                             f"(> 0 or 0)")
         self.model.load_state_dict(state["model"])
+        if self.opp_head is not None:
+            self.opp_head.load_state_dict(state["opp_head"])
         self.opt.load_state_dict(state["optimizer"])
         self.rng.bit_generator.state = json.loads(state["numpy_rng"])
         torch.set_rng_state(state["torch_rng"])
@@ -297,20 +333,23 @@ class Trainer:
         if not sizes:
             raise ValueError("the replay window is empty")
         self.model.train()
+        if self.opp_head is not None:
+            self.opp_head.train()
         lr = self.cfg.lr_at(self.step, self.progress)
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
+        sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, opp
         use_amp = self.device.type == "cuda"
         for size in sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix)
+                loss, p, v, e, o = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
+                                          self.opp_head, self.cfg.opp_policy_weight)
             (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
-        tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, o.detach()]).double()
+        tot, pol, val, ent, opp = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
@@ -319,14 +358,14 @@ class Trainer:
         self.step += 1
         self.samples_trained += n_total
         return {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
-                "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
+                "policy_entropy": ent / n_total, "opp_policy_loss": opp / n_total, "lr": lr, "sizes": len(sizes)}
 
     def log(self, metrics: dict, window: ReplayWindow, samples_per_s: float) -> None:
         if self.tb is None:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(os.path.join(self.out, "tb"))
-        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr"):
+        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "opp_policy_loss", "lr"):
             self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
         self.tb.add_scalar("train/samples_per_s", samples_per_s, self.step)
         self.tb.add_scalar("data/window_samples", window.window_samples, self.step)

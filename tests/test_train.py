@@ -1,5 +1,6 @@
 """nets.train: window rule, flips, schedule, accumulation, overfitting, exact resume, bad data."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from nets.shards import ShardWriter, list_shards, read_shard
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60):
-    """Real shards from random games (policy: uniform over legal cells, every weight 1)."""
+def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fast_every=0):
+    """Real shards from random games (policy: one-hot on the move played; every weight 1,
+    or with `fast_every` k > 0, weight 0 at the plies p with p % k == 1)."""
     rng = np.random.default_rng(seed)
     w = ShardWriter(str(out), f"s{seed}", samples_per_shard=per_shard)
     for i in range(games):
@@ -35,7 +37,8 @@ def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60):
             pol[int(s["top"][best]), best] = 1.0  # a learnable, deterministic-looking target
             samples.append({"stones": s["stones"].copy(), "forbidden": s["forbidden"].copy(),
                             "last": s["last"].copy(), "ply": int(s["ply"]), "policy": pol,
-                            "policy_weight": 1.0, "root_wdl": np.ones(3, np.float32) / 3,
+                            "policy_weight": 0.0 if fast_every and s["ply"] % fast_every == 1 else 1.0,
+                            "root_wdl": np.ones(3, np.float32) / 3,
                             "game_id": i + 1000 * seed, "model_version": 0})
             g.play(best)
         for smp in samples:
@@ -119,6 +122,75 @@ def test_flip_matches_the_mirrored_position(tmp_path):
             np.testing.assert_array_equal(b.policy[i], orig.policy[i][:, ::-1])
             np.testing.assert_array_equal(b.legal[i], planes[2] > 0)
         _ = rng
+
+
+def test_opponent_reply_target_is_the_next_sample_of_the_same_game(tmp_path):
+    """Against a reference built from the shard files by (game_id, ply): the auxiliary
+    target of a sample is the search policy one ply later in its game, weighted by that
+    sample's policy_weight; a game's last sample has weight 0; a flip mirrors it too.
+    Small shards, so games of one size and its window are spread over several files."""
+    shards = make_shards(tmp_path, games=10, per_shard=25, fast_every=3)
+    ref = {}
+    for path in shards:
+        for key, g in read_shard(path).items():
+            if key != "games":
+                for i in range(len(g["ply"])):
+                    ref[(int(g["game_id"][i]), int(g["ply"][i]))] = (g["policy"][i], float(g["policy_weight"][i]))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    ended = weighted0 = 0
+    for size in win.sizes:
+        d = win.data[size]
+        for seed in range(3):
+            b = win.sample(np.random.default_rng(seed), size, 64, flip=False)
+            idx = np.random.default_rng(seed).integers(0, len(d["ply"]), 64)
+            for i, j in enumerate(idx):
+                nxt = ref.get((int(d["game_id"][j]), int(d["ply"][j]) + 1))
+                if nxt is None:
+                    ended += 1
+                    assert b.opp_weight[i] == 0
+                else:
+                    weighted0 += nxt[1] == 0
+                    assert b.opp_weight[i] == nxt[1]
+                    np.testing.assert_array_equal(b.opp_policy[i], nxt[0])
+            mirrored = win.sample(np.random.default_rng(seed), size, 64, flip=False)
+            flip_batch(mirrored, np.ones(64, bool))
+            np.testing.assert_array_equal(mirrored.opp_policy, b.opp_policy[..., ::-1])
+    assert ended > 0 and weighted0 > 0  # both kinds of zero weight were exercised
+
+
+def test_opponent_policy_head_trains_resumes_and_stays_out_of_the_checkpoint(tmp_path):
+    make_shards(tmp_path / "d", games=8, sizes=((6, 7),))
+    cfg = TrainConfig(preset="tiny", steps=120, per_size=32, lr=0.05, checkpoint_every=60, opp_policy_weight=0.5)
+    first = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "a"), stop_after=1, train=cfg),
+                  quiet=True)
+    a = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "a"), resume=True, train=cfg), quiet=True)
+    assert a["steps"] == 120 and a["opp_policy_loss"] < 0.7 * first["opp_policy_loss"], (first, a)
+    # the inference checkpoint holds the plain net: the same keys as one trained without the head
+    plain = train([str(tmp_path / "d")], TrainRunConfig(
+        out=str(tmp_path / "p"), train=dataclasses.replace(cfg, steps=2, opp_policy_weight=0.0)), quiet=True)
+    assert plain["opp_policy_loss"] == 0.0
+    ma, _, _ = load_checkpoint(a["checkpoint"])
+    mp, _, _ = load_checkpoint(plain["checkpoint"])
+    assert ma.state_dict().keys() == mp.state_dict().keys()
+    # exact resume with the head (its weights and momenta are in the training state)
+    short = dataclasses.replace(cfg, steps=24, checkpoint_every=6)
+    x = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "x"), train=short), quiet=True)
+    train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "y"), stop_after=12, train=short), quiet=True)
+    y = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "y"), resume=True, train=short), quiet=True)
+    mx, _, _ = load_checkpoint(x["checkpoint"])
+    my, _, _ = load_checkpoint(y["checkpoint"])
+    for (k, u), (_, v) in zip(mx.state_dict().items(), my.state_dict().items()):
+        assert torch.equal(u, v), k
+    # a state trained with the head does not resume without it, and the reverse
+    with pytest.raises(ValueError, match="opponent-policy head"):
+        train([str(tmp_path / "d")], TrainRunConfig(
+            out=str(tmp_path / "y"), resume=True, train=dataclasses.replace(short, opp_policy_weight=0.0)), quiet=True)
+    with pytest.raises(ValueError, match="opponent-policy head"):
+        train([str(tmp_path / "d")], TrainRunConfig(
+            out=str(tmp_path / "p"), resume=True, train=dataclasses.replace(cfg, steps=4)), quiet=True)
+    with pytest.raises(ValueError, match="opp_policy_weight"):
+        TrainConfig(opp_policy_weight=float("nan"))
 
 
 def test_overfits_a_small_dataset(tmp_path):
@@ -255,7 +327,7 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
         b = Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal, wdl)
         with torch.no_grad():
             _, val = model(torch.from_numpy(b.planes))
-            total, pol, v, _ = losses(model, b, "cpu", 1.5, mix)
+            total, pol, v, _, _ = losses(model, b, "cpu", 1.5, mix)
         ref = _numpy_value_loss(val.numpy(), b.outcome, wdl, mix)
         assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref))
         assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))
