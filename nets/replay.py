@@ -65,6 +65,14 @@ class Batch:
     opp_weight: np.ndarray | None = None
 
 
+def successor_mask(game_id: np.ndarray, ply: np.ndarray) -> np.ndarray:
+    """(N,) bool: row i+1 is the next move of row i's game (same game, one ply later).
+    A game's samples are stored together in move order (one shard, one size group)."""
+    nxt = np.zeros(len(ply), bool)
+    nxt[:-1] = (game_id[1:] == game_id[:-1]) & (ply[1:] == ply[:-1] + 1)
+    return nxt
+
+
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
     """Mirror (column c -> W-1-c) the samples selected by boolean `mask`, in place.
 
@@ -110,10 +118,8 @@ class ReplayWindow:
             return None
         games = d.pop("games")
         entry = {k: {f: v[f] for f in KEEP_FIELDS} for k, v in d.items()}
-        for k, v in d.items():  # a game's samples are stored together, in move order
-            nxt = np.zeros(len(v["ply"]), bool)
-            nxt[:-1] = (v["game_id"][1:] == v["game_id"][:-1]) & (v["ply"][1:] == v["ply"][:-1] + 1)
-            entry[k]["has_next"] = nxt
+        for k, v in d.items():
+            entry[k]["has_next"] = successor_mask(v["game_id"], v["ply"])
         entry["_n"] = sum(len(v["ply"]) for v in entry.values())
         entry["_games"] = (len(games["game_id"]), int(games["num_moves"].sum()))
         self.shard_cache[path] = entry
@@ -171,9 +177,11 @@ class ReplayWindow:
     def sizes(self) -> list[tuple[int, int]]:
         return sorted(k for k, v in self.data.items() if len(v["ply"]) > 0)
 
-    def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True) -> Batch:
-        """n samples of one board size, uniformly from the window, randomly mirrored, with
-        the opponent's reply (the next sample of the same game) as the auxiliary target."""
+    def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True,
+               opponent: bool = True) -> Batch:
+        """n samples of one board size, uniformly from the window, randomly mirrored; with
+        `opponent`, the opponent's reply (the next sample of the same game) as the
+        auxiliary target (``opp_policy``, ``opp_weight``; None without)."""
         d = self.data[size]
         idx = rng.integers(0, len(d["ply"]), n)
         h, w = size
@@ -184,14 +192,15 @@ class ReplayWindow:
         legal = planes[:, 2] > 0
         # the window keeps whole shard tails, so a sample's successor in its game is the
         # next row (has_next is False for a game's last sample)
-        nxt = np.where(g["has_next"], idx + 1, idx)
-        opp_weight = np.where(g["has_next"], d["policy_weight"][nxt], 0).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
-                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
-                  d["policy"][nxt].astype(np.float32), opp_weight)
+                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32))
+        if opponent:
+            nxt = np.where(g["has_next"], idx + 1, idx)
+            b.opp_weight = np.where(g["has_next"], d["policy_weight"][nxt], 0).astype(np.float32)
+            b.opp_policy = d["policy"][nxt].astype(np.float32)
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b
 
 
-__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "SAMPLE_FIELDS"]
+__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "successor_mask", "SAMPLE_FIELDS"]

@@ -12,7 +12,8 @@ of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1
 time (``--run-seconds``, which ``selfplay.loop`` sets) has passed.
 
 Every ``--checkpoint-every`` steps it writes, atomically, the training state
-(``OUT/train_state.pt``: weights, optimizer, RNG states, step) and the inference
+(``OUT/train_state.pt``: weights, optimizer, RNG states, step, and the opponent-policy
+head's weights when it is on) and the inference
 checkpoint ``OUT/models/model_XXXXXXXX.pt`` that ``selfplay.run --model OUT/models``
 follows. ``--resume`` continues from the training state so that a resumed run and an
 uninterrupted one give identical weights on the CPU (same data).
@@ -44,7 +45,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_jso
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.model import PolicyHead, build_model
-from nets.replay import Batch, ReplayWindow, WindowConfig
+from nets.replay import Batch, ReplayWindow, WindowConfig, successor_mask
 from nets.shards import ShardError, list_shards
 
 log = logging.getLogger("nets.train")
@@ -171,8 +172,9 @@ class TrainRunConfig:
         for f in ("run_seconds", "run_elapsed"):
             if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
                 raise ValueError(f"--{f.replace('_', '-')} must be a finite number >= 0")
-        if self.follow and self.train.follow_anneal > 0 and self.run_seconds <= 0:
-            raise ValueError("--follow-anneal needs the run's planned length, --run-seconds")
+        if self.train.follow_anneal > 0 and not (self.follow and self.run_seconds > 0):
+            raise ValueError("--follow-anneal is for follow mode: it needs --follow and the run's planned "
+                             "length, --run-seconds (selfplay.loop sets both)")
 
     def progress(self, seconds_here: float) -> float | None:
         """The share of the planned run that has passed after `seconds_here` seconds of
@@ -258,7 +260,11 @@ class Trainer:
         # training-only auxiliary head (not in the inference checkpoint; in the training state)
         self.opp_head = None
         if cfg.opp_policy_weight > 0:
-            self.opp_head = PolicyHead(self.net_config.channels, self.net_config.policy_channels).to(self.device)
+            self.opp_head = PolicyHead(self.net_config.channels, self.net_config.policy_channels)
+            for mod in self.opp_head.modules():  # the same initialisation as the net's convs
+                if isinstance(mod, torch.nn.Conv2d):
+                    torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
+            self.opp_head = self.opp_head.to(self.device)
             if self.device.type == "cuda":
                 self.opp_head = self.opp_head.to(memory_format=torch.channels_last)
         params = list(self.model.parameters()) + (list(self.opp_head.parameters()) if self.opp_head else [])
@@ -278,7 +284,8 @@ class Trainer:
     def save(self) -> str:
         """Write the training state and the inference checkpoint (both atomic); refuses
         (NonFiniteLossError) to write weights that hold NaN or infinity."""
-        for name, t in self.model.state_dict().items():
+        heads = self.opp_head.state_dict().items() if self.opp_head is not None else ()
+        for name, t in [*self.model.state_dict().items(), *heads]:
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
@@ -343,7 +350,7 @@ class Trainer:
         sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, opp
         use_amp = self.device.type == "cuda"
         for size in sizes:
-            batch = window.sample(self.rng, size, self.cfg.per_size)
+            batch = window.sample(self.rng, size, self.cfg.per_size, opponent=self.opp_head is not None)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, o = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
                                           self.opp_head, self.cfg.opp_policy_weight)
@@ -497,9 +504,11 @@ class _Session:
                 trainer.save()
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu") -> dict:
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
+          opp_policy_weight: float = 0.0) -> dict:
     """Training samples/s on synthetic self-play-like data (random games), no files, on
-    `device` (ValueError if it is CUDA and CUDA is not available)."""
+    `device` (ValueError if it is CUDA and CUDA is not available); with
+    `opp_policy_weight` > 0, with the opponent-policy head."""
     import c4fast
 
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
@@ -509,8 +518,9 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
     window = ReplayWindow()
     for h, w in sizes:
         rows = {f: [] for f in ("stones", "forbidden", "last", "ply", "policy", "policy_weight",
-                                "outcome", "root_wdl")}
+                                "outcome", "root_wdl", "game_id")}
         while len(rows["ply"]) < 512:
+            gid = len(rows["ply"])
             g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
             while g.result is None:
                 s = g.state[0]
@@ -520,11 +530,13 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                 pol = column_plane(share, s, h, w)
                 for f, v in (("stones", s["stones"]), ("forbidden", s["forbidden"]), ("last", s["last"]),
                              ("ply", s["ply"]), ("policy", pol), ("policy_weight", 1.0),
-                             ("outcome", int(rng.integers(3))), ("root_wdl", np.ones(3) / 3)):
+                             ("outcome", int(rng.integers(3))), ("root_wdl", np.ones(3) / 3), ("game_id", gid)):
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
-        window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device)
+        data = {f: np.asarray(v) for f, v in rows.items()}
+        data["has_next"] = successor_mask(data["game_id"], data["ply"])
+        window.data[(h, w)] = data
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, opp_policy_weight=opp_policy_weight)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -541,7 +553,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                    "max_memory_mb": round(torch.cuda.max_memory_allocated(tr.device) / 2**20, 1)}
     n = steps * per_size * len(sizes)
     return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "threads": torch.get_num_threads(),
-            "sizes": len(sizes), "per_size": per_size, "steps": steps,
+            "sizes": len(sizes), "per_size": per_size, "steps": steps, "opp_policy_weight": opp_policy_weight,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
 
 
@@ -576,7 +588,8 @@ def main(argv=None) -> int:
         given = any(k == "cfg__train__per_size" for k in vars(args))
         per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
         try:
-            out = bench(run.train.preset, steps, per_size, sizes, device=device)
+            out = bench(run.train.preset, steps, per_size, sizes, device=device,
+                        opp_policy_weight=run.train.opp_policy_weight)
         except ValueError as e:
             log.error("%s", e)
             return 2

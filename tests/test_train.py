@@ -79,6 +79,8 @@ def test_lr_schedule():
         TrainConfig(steps=100, follow_anneal=0.5)
     with pytest.raises(ValueError, match="--run-seconds"):
         TrainRunConfig(follow="d", train=ann)
+    with pytest.raises(ValueError, match="--follow"):  # a fixed-data run never anneals by time
+        TrainRunConfig(train=ann, run_seconds=100.0)
     run = TrainRunConfig(follow="d", train=ann, run_seconds=100.0, run_elapsed=40.0)
     assert run.progress(35.0) == pytest.approx(0.75) and TrainRunConfig().progress(1e9) is None
     with pytest.raises(ValueError, match="--run-elapsed"):
@@ -191,6 +193,14 @@ def test_opponent_policy_head_trains_resumes_and_stays_out_of_the_checkpoint(tmp
             out=str(tmp_path / "p"), resume=True, train=dataclasses.replace(cfg, steps=4)), quiet=True)
     with pytest.raises(ValueError, match="opp_policy_weight"):
         TrainConfig(opp_policy_weight=float("nan"))
+
+
+def test_bench_runs_on_the_cpu_with_and_without_the_opponent_head():
+    from nets.train import bench
+
+    for w in (0.0, 0.15):
+        out = bench("tiny", 2, 4, [(6, 7)], opp_policy_weight=w)
+        assert out["samples_per_s"] > 0 and out["opp_policy_weight"] == w
 
 
 def test_overfits_a_small_dataset(tmp_path):
