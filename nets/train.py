@@ -172,9 +172,9 @@ class TrainRunConfig:
         for f in ("run_seconds", "run_elapsed"):
             if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
                 raise ValueError(f"--{f.replace('_', '-')} must be a finite number >= 0")
-        if self.train.follow_anneal > 0 and not (self.follow and self.run_seconds > 0):
-            raise ValueError("--follow-anneal is for follow mode: it needs --follow and the run's planned "
-                             "length, --run-seconds (selfplay.loop sets both)")
+        if self.follow and self.train.follow_anneal > 0 and self.run_seconds <= 0:
+            raise ValueError("--follow-anneal needs the run's planned length, --run-seconds (selfplay.loop "
+                             "sets it)")
 
     def progress(self, seconds_here: float) -> float | None:
         """The share of the planned run that has passed after `seconds_here` seconds of
@@ -388,6 +388,8 @@ def train(paths, run: TrainRunConfig, quiet: bool = False) -> dict:
     ``run.stop_after`` > 0 ends this run after that many steps (the schedule still
     follows ``run.train.steps``), e.g. to continue later with ``resume``.
     """
+    if run.train.follow_anneal > 0 and not run.follow:  # (a config template may lack --follow)
+        raise ValueError("--follow-anneal is for follow mode (--follow): a run on fixed data never anneals by time")
     os.makedirs(run.out, exist_ok=True)
     lock = DirLock(run.out, "nets.train")  # one trainer per directory (LockedError otherwise)
     remove_stale_temps(run.out)  # state/checkpoint temp files of a killed writer

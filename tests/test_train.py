@@ -80,7 +80,8 @@ def test_lr_schedule():
     with pytest.raises(ValueError, match="--run-seconds"):
         TrainRunConfig(follow="d", train=ann)
     with pytest.raises(ValueError, match="--follow"):  # a fixed-data run never anneals by time
-        TrainRunConfig(train=ann, run_seconds=100.0)
+        train(["d"], TrainRunConfig(train=ann, run_seconds=100.0))
+    TrainRunConfig(train=ann)  # a template without --follow (the loop's presets) is fine
     run = TrainRunConfig(follow="d", train=ann, run_seconds=100.0, run_elapsed=40.0)
     assert run.progress(35.0) == pytest.approx(0.75) and TrainRunConfig().progress(1e9) is None
     with pytest.raises(ValueError, match="--run-elapsed"):
