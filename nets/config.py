@@ -131,8 +131,8 @@ PRESETS: dict[str, NetConfig] = {
         name="cpu_small", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
         gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
     ),
-    # The net-size ablation's larger CPU net (~0.2M parameters, ~2x cpu_small's compute):
-    # docs/ABLATIONS.md.
+    # A larger CPU net for the net-size ablation (~0.2M parameters, ~2x cpu_small's
+    # compute; not yet measured: docs/ABLATIONS.md, "Not yet tried").
     "cpu_mid": NetConfig(
         name="cpu_mid", channels=96, blocks=2, bottleneck_channels=48, gpool_channels=24,
         gpool_blocks=(1,), policy_channels=32, value_channels=32, value_hidden=64,
