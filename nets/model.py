@@ -34,7 +34,7 @@ from torch import nn
 
 from nets.config import NetConfig
 
-__all__ = ["Net", "PolicyHead", "build_model", "count_parameters", "global_pool", "predict"]
+__all__ = ["Net", "PolicyHead", "build_model", "build_opponent_head", "count_parameters", "global_pool", "predict"]
 
 
 def global_pool(x: torch.Tensor) -> torch.Tensor:
@@ -160,11 +160,7 @@ class Net(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        for mod in self.modules():
-            if isinstance(mod, nn.Conv2d):
-                nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
-                if mod.bias is not None:
-                    nn.init.zeros_(mod.bias)
+        _init_convs(self)
         # Keep the residual stream's variance bounded at initialisation.
         n_res = self.config.blocks * (1 + self.config.inner_blocks)
         with torch.no_grad():
@@ -191,6 +187,23 @@ class Net(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         return F.relu(self.trunk_norm(x))
+
+
+def _init_convs(module: nn.Module) -> None:
+    """Kaiming-normal conv weights (ReLU gain), zero conv biases: the nets' initialisation."""
+    for mod in module.modules():
+        if isinstance(mod, nn.Conv2d):
+            nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
+            if mod.bias is not None:
+                nn.init.zeros_(mod.bias)
+
+
+def build_opponent_head(config: NetConfig) -> PolicyHead:
+    """A freshly initialised training-only head that reads :meth:`Net.trunk` of a net
+    built from `config` and gives opponent-reply logits (B, H, W) (``nets.train``)."""
+    head = PolicyHead(config.channels, config.policy_channels)
+    _init_convs(head)
+    return head
 
 
 def build_model(config: NetConfig) -> Net:

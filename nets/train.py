@@ -44,7 +44,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_jso
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
-from nets.model import PolicyHead, build_model
+from nets.model import build_model, build_opponent_head
 from nets.replay import Batch, ReplayWindow, WindowConfig, successor_mask
 from nets.shards import ShardError, list_shards
 
@@ -260,11 +260,7 @@ class Trainer:
         # training-only auxiliary head (not in the inference checkpoint; in the training state)
         self.opp_head = None
         if cfg.opp_policy_weight > 0:
-            self.opp_head = PolicyHead(self.net_config.channels, self.net_config.policy_channels)
-            for mod in self.opp_head.modules():  # the same initialisation as the net's convs
-                if isinstance(mod, torch.nn.Conv2d):
-                    torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
-            self.opp_head = self.opp_head.to(self.device)
+            self.opp_head = build_opponent_head(self.net_config).to(self.device)
             if self.device.type == "cuda":
                 self.opp_head = self.opp_head.to(memory_format=torch.channels_last)
         params = list(self.model.parameters()) + (list(self.opp_head.parameters()) if self.opp_head else [])
@@ -274,7 +270,6 @@ class Trainer:
         self.samples_trained = 0
         self.tb = None
         self.last_metrics: dict = {}
-        self.progress: float | None = None  # share of a follow-mode run's planned time passed
 
     # ----------------------------------------------------------- state
     @property
@@ -333,16 +328,18 @@ class Trainer:
         self.samples_trained = int(state["samples_trained"])
 
     # ----------------------------------------------------------- training
-    def train_step(self, window: ReplayWindow) -> dict:
+    def train_step(self, window: ReplayWindow, progress: float | None = None) -> dict:
         """One optimizer step with per-board-size gradient accumulation (bf16 autocast on
-        CUDA). The loss sums stay on the device; the step reads them back once, at its end."""
+        CUDA). The loss sums stay on the device; the step reads them back once, at its end.
+        `progress`: the share of a follow-mode run's planned time passed (for the learning
+        rate, :meth:`TrainConfig.lr_at`)."""
         sizes = window.sizes
         if not sizes:
             raise ValueError("the replay window is empty")
         self.model.train()
         if self.opp_head is not None:
             self.opp_head.train()
-        lr = self.cfg.lr_at(self.step, self.progress)
+        lr = self.cfg.lr_at(self.step, progress)
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
@@ -479,10 +476,9 @@ class _Session:
                     self.refresh()
                     continue
                 waiting_since = None
-                trainer.progress = run.progress(time.monotonic() - self.t0)
             elif not window.sizes:
                 raise ValueError("no training samples found in " + ", ".join(map(str, self.paths)))
-            metrics = trainer.train_step(window)
+            metrics = trainer.train_step(window, run.progress(time.monotonic() - self.t0))
             trainer.last_metrics = metrics
             if trainer.step % run.log_every == 0 or trainer.step == cfg.steps:
                 now = time.monotonic()
