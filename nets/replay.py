@@ -10,6 +10,11 @@ modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Batches are drawn with numpy from the in-RAM arrays and
 their input planes rebuilt exactly (c4fast.bitboard.rebuild_batch + encode_batch), so
 random access costs nothing like reading compressed HDF5 chunks.
+
+Sampling is uniform, or with policy-surprise weighting (KataGo's, share ``s`` in [0, 1)):
+the full-search samples keep their total share of the draws, and within them a share
+``s`` of that mass goes to each in proportion to its ``surprise`` (KL of its search
+policy from the net's raw prior), ``1 - s`` uniformly; fast-search samples stay uniform.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
 from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, read_shard, rebuild_positions
 
-KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id")
+KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id",
+               "surprise")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +79,24 @@ def successor_mask(game_id: np.ndarray, ply: np.ndarray) -> np.ndarray:
     return nxt
 
 
+def sampling_probabilities(policy_weight: np.ndarray, surprise: np.ndarray, share: float) -> np.ndarray:
+    """(N,) float64 draw probabilities of a size group's samples under policy-surprise
+    weighting with `share` in [0, 1) (module docstring); uniform when `share` is 0 or
+    no full-search sample has a positive surprise."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"surprise share must be in [0, 1), got {share}")
+    n = len(policy_weight)
+    p = np.full(n, 1.0 / n)
+    full = np.asarray(policy_weight) > 0
+    sur = np.where(full, np.asarray(surprise, np.float64), 0.0)
+    total = sur.sum()
+    if share == 0.0 or total <= 0.0:
+        return p
+    nf = int(full.sum())
+    p[full] = (nf / n) * ((1.0 - share) / nf + share * sur[full] / total)
+    return p
+
+
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
     """Mirror (column c -> W-1-c) the samples selected by boolean `mask`, in place.
 
@@ -102,6 +126,7 @@ class ReplayWindow:
         self.window_samples = 0
         self.num_games = 0
         self.game_length_sum = 0
+        self._cdf: dict[tuple[int, int], tuple[float, np.ndarray]] = {}  # size -> (share, cumulative p)
 
     def _load(self, path: str) -> dict | None:
         if path in self.shard_cache:
@@ -165,6 +190,7 @@ class ReplayWindow:
         self.data = {key: {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
                      for key, parts in chosen.items()}
         self.window_samples = sum(len(v["ply"]) for v in self.data.values())
+        self._cdf = {}
         self.num_games, self.game_length_sum = games, length
         # shards that fell out of the window entirely are not kept in RAM (they only
         # count towards N_total, which is remembered per path)
@@ -177,13 +203,26 @@ class ReplayWindow:
     def sizes(self) -> list[tuple[int, int]]:
         return sorted(k for k, v in self.data.items() if len(v["ply"]) > 0)
 
+    def _draw(self, rng: np.random.Generator, size: tuple[int, int], n: int, surprise: float) -> np.ndarray:
+        d = self.data[size]
+        if surprise == 0.0:
+            return rng.integers(0, len(d["ply"]), n)
+        cached = self._cdf.get(size)
+        if cached is None or cached[0] != surprise:
+            sur = d["surprise"] if "surprise" in d else np.zeros(len(d["ply"]), np.float32)
+            cdf = np.cumsum(sampling_probabilities(d["policy_weight"], sur, surprise))
+            cached = self._cdf[size] = (surprise, cdf)
+        cdf = cached[1]
+        return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), len(cdf) - 1)
+
     def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True,
-               opponent: bool = True) -> Batch:
-        """n samples of one board size, uniformly from the window, randomly mirrored; with
+               opponent: bool = True, surprise: float = 0.0) -> Batch:
+        """n samples of one board size from the window, randomly mirrored: uniformly, or
+        with policy-surprise weighting of share `surprise` (module docstring); with
         `opponent`, the opponent's reply (the next sample of the same game) as the
         auxiliary target (``opp_policy``, ``opp_weight``; None without)."""
         d = self.data[size]
-        idx = rng.integers(0, len(d["ply"]), n)
+        idx = self._draw(rng, size, n, surprise)
         h, w = size
         g = {f: d[f][idx] for f in d}
         recs = rebuild_positions(g, h, w)
@@ -203,4 +242,5 @@ class ReplayWindow:
         return b
 
 
-__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "successor_mask", "SAMPLE_FIELDS"]
+__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "sampling_probabilities", "successor_mask",
+           "SAMPLE_FIELDS"]

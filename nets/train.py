@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, flatten, load_config, opt
+from c4fast.encode import PLANE_NAMES
 from c4fast.evaluators import column_plane
 from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, check_interrupt,
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
@@ -76,6 +77,13 @@ class TrainConfig:
     opp_policy_weight: float = field(default=0.0, metadata=opt(
         "weight of the opponent-policy auxiliary loss: a training-only head on the trunk predicts "
         "the opponent's reply, the next sample's search policy (KataGo uses 0.15; 0: no head)"))
+    surprise_weight: float = field(default=0.0, metadata=opt(
+        "policy-surprise weighting: share in [0, 1) of the full-search samples' draws given in "
+        "proportion to their surprise, KL(search policy || the net's raw prior) (KataGo uses 0.5; "
+        "0: uniform)"))
+    drop_planes: str = field(default="", metadata=opt(
+        "input planes the net never sees, comma-separated names of c4fast.encode.PLANE_NAMES (e.g. "
+        "own_wins,opponent_wins for the threat-plane ablation): their input-conv weights are held at 0"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -108,10 +116,21 @@ class TrainConfig:
         if not (math.isfinite(self.opp_policy_weight) and self.opp_policy_weight >= 0):
             raise ValueError(f"TrainConfig.opp_policy_weight must be a finite number >= 0, "
                              f"got {self.opp_policy_weight}")
+        self.dropped_planes()  # raises on unknown names
+        if not 0.0 <= self.surprise_weight < 1.0:
+            raise ValueError(f"TrainConfig.surprise_weight must be in [0, 1), got {self.surprise_weight}")
         if not 0.0 <= self.follow_anneal < 1.0:
             raise ValueError(f"TrainConfig.follow_anneal must be in [0, 1), got {self.follow_anneal}")
         if self.follow_anneal > 0 and self.steps > 0:
             raise ValueError("--follow-anneal is the follow-mode schedule; with --steps use --anneal-fraction")
+
+    def dropped_planes(self) -> list[int]:
+        """Indices of ``drop_planes`` in c4fast's input planes (ValueError on unknown names)."""
+        names = [n.strip() for n in self.drop_planes.split(",") if n.strip()]
+        bad = [n for n in names if n not in PLANE_NAMES]
+        if bad:
+            raise ValueError(f"TrainConfig.drop_planes: unknown plane(s) {bad}; the planes are {list(PLANE_NAMES)}")
+        return sorted({PLANE_NAMES.index(n) for n in names})
 
     def lr_at(self, step: int, progress: float | None = None) -> float:
         """The learning rate of step `step`. With ``--steps``: lr/3, lr, lr/10 at the
@@ -263,6 +282,14 @@ class Trainer:
             self.opp_head = build_opponent_head(self.net_config).to(self.device)
             if self.device.type == "cuda":
                 self.opp_head = self.opp_head.to(memory_format=torch.channels_last)
+        self.dropped = cfg.dropped_planes()
+        if self.dropped:  # zero weights, zero gradients: SGD's decay and momentum keep them at 0
+            w = self.model.input_conv.weight
+            with torch.no_grad():
+                w[:, self.dropped] = 0.0
+            mask = torch.ones_like(w)
+            mask[:, self.dropped] = 0.0
+            w.register_hook(lambda g: g * mask)
         params = list(self.model.parameters()) + (list(self.opp_head.parameters()) if self.opp_head else [])
         self.opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
@@ -318,6 +345,10 @@ class Trainer:
             raise ValueError(f"{self.state_path!r} was trained {'with' if state.get('opp_head') else 'without'} "
                              f"the opponent-policy head; resume it with the same --opp-policy-weight setting "
                              f"(> 0 or 0)")
+        if state["config"].get("drop_planes", "") != self.cfg.drop_planes:
+            raise ValueError(f"{self.state_path!r} was trained with --drop-planes "
+                             f"{state['config'].get('drop_planes', '')!r}, not {self.cfg.drop_planes!r}; "
+                             "resume it with the same setting")
         self.model.load_state_dict(state["model"])
         if self.opp_head is not None:
             self.opp_head.load_state_dict(state["opp_head"])
@@ -347,7 +378,8 @@ class Trainer:
         sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, opp
         use_amp = self.device.type == "cuda"
         for size in sizes:
-            batch = window.sample(self.rng, size, self.cfg.per_size, opponent=self.opp_head is not None)
+            batch = window.sample(self.rng, size, self.cfg.per_size, opponent=self.opp_head is not None,
+                                  surprise=self.cfg.surprise_weight)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, o = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
                                           self.opp_head, self.cfg.opp_policy_weight)

@@ -22,7 +22,8 @@ def loop_cmd(run_dir, evaluations, minutes=30):
 
 def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     run = tmp_path / "run"
-    anneal = ["--train.follow-anneal", "0.9"]  # the follow-mode lr schedule, through the loop's flags
+    # the follow-mode lr schedule and policy-surprise sampling, through the loop's flags
+    anneal = ["--train.follow-anneal", "0.9", "--train.surprise-weight", "0.5"]
     proc = subprocess.run(loop_cmd(run, 1) + anneal, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -55,7 +56,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     train_conf = json.loads((run / "config" / "train.json").read_text())
     assert train_conf["resume"] is True  # and the lr schedule's horizon is the whole run:
     assert train_conf["run_seconds"] == 30 * 60 and train_conf["run_elapsed"] == first_elapsed
-    assert train_conf["train"]["follow_anneal"] == 0.9
+    assert train_conf["train"]["follow_anneal"] == 0.9 and train_conf["train"]["surprise_weight"] == 0.5
     versions = set()
     for p in list_shards([run / "data"]):
         for k, g in read_shard(p).items():

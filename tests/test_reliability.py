@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -192,7 +193,7 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     rec = c4fast.Game.from_moves(6, 7, None, [3, 3]).state[0]
     g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
 
-    def write(name, policy_value, outcome=0):
+    def write(name, policy_value, outcome=0, surprise=0.5):
         pol = np.zeros((6, 7), np.float32)
         pol[0, 2] = policy_value
         w = ShardWriter(str(tmp_path), name, samples_per_shard=100)
@@ -200,7 +201,8 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
                     "num_moves": len(g.moves), "result": 1, "model_version": 0},
                    [{"stones": rec["stones"], "forbidden": rec["forbidden"], "last": rec["last"], "ply": 2,
                      "policy": pol, "policy_weight": 1.0, "outcome": outcome,
-                     "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 1, "model_version": 0}])
+                     "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 1, "model_version": 0,
+                     "surprise": surprise}])
         return w.flush()
 
     nan = write("nan", np.nan)
@@ -211,6 +213,9 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     bad_outcome = write("outcome", 1.0, outcome=7)
     with pytest.raises(ShardValueError, match="outcome"):
         read_shard(bad_outcome)
+    for name, value in (("negsurprise", -0.1), ("infsurprise", np.inf)):
+        with pytest.raises(ShardValueError, match="surprise"):
+            read_shard(write(name, 1.0, surprise=value))
     good = write("good", 1.0)
     from nets.replay import ReplayWindow
 
@@ -220,7 +225,37 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     window.update(list_shards([tmp_path]))
     assert window.total_samples == 1  # only the good shard
     assert any("nan_00000.h5" in w for w in warnings) and any("outcome_00000.h5" in w for w in warnings)
-    assert good
+    assert any("negsurprise_00000.h5" in w for w in warnings)
+    assert read_shard(good)[(6, 7)]["surprise"].tolist() == [0.5]
+
+
+def test_a_shard_written_before_the_surprise_field_reads_it_as_zero(tmp_path):
+    """`surprise` is optional in schema 1: older shards lack it and read (and validate)
+    as surprise 0, so old runs keep training."""
+    import c4fast
+
+    g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
+    w = ShardWriter(str(tmp_path), "old", samples_per_shard=100)
+    samples = []
+    replay = c4fast.Game(6, 7)
+    for col in g.moves:
+        rec = replay.state[0]
+        pol = np.zeros((6, 7), np.float32)
+        pol[int(rec["top"][col]), col] = 1.0
+        samples.append({"stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
+                        "last": rec["last"].copy(), "ply": int(rec["ply"]), "policy": pol, "policy_weight": 1.0,
+                        "outcome": 0 if rec["ply"] % 2 == 0 else 2, "root_wdl": np.ones(3, np.float32) / 3,
+                        "game_id": 1, "model_version": 0})  # no "surprise": written as 0
+        replay.play(col)
+    w.add_game({"game_id": 1, "height": 6, "width": 7, "forbidden": (-1, -1), "moves": g.moves,
+                "num_moves": len(g.moves), "result": 1, "model_version": 0}, samples)
+    path = w.flush()
+    with h5py.File(path, "a") as f:
+        assert (f["samples/h6w7/surprise"][()] == 0).all()
+        del f["samples/h6w7/surprise"]  # as written by the code before the field existed
+    data = read_shard(path)[(6, 7)]
+    assert data["surprise"].dtype == np.float32 and data["surprise"].tolist() == [0.0] * 7
+    assert validate_shard(path)["samples"] == 7
 
 
 def test_the_trainer_never_saves_a_non_finite_net(tmp_path):

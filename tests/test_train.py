@@ -19,9 +19,10 @@ from nets.shards import ShardWriter, list_shards, read_shard
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fast_every=0):
+def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fast_every=0, surprise=False):
     """Real shards from random games (policy: one-hot on the move played; every weight 1,
-    or with `fast_every` k > 0, weight 0 at the plies p with p % k == 1)."""
+    or with `fast_every` k > 0, weight 0 at the plies p with p % k == 1; with `surprise`,
+    full-search samples get a random surprise in [0, 2), a tenth of them exactly 0)."""
     rng = np.random.default_rng(seed)
     w = ShardWriter(str(out), f"s{seed}", samples_per_shard=per_shard)
     for i in range(games):
@@ -40,6 +41,8 @@ def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fas
                             "policy_weight": 0.0 if fast_every and s["ply"] % fast_every == 1 else 1.0,
                             "root_wdl": np.ones(3, np.float32) / 3,
                             "game_id": i + 1000 * seed, "model_version": 0})
+            if surprise and samples[-1]["policy_weight"] > 0:
+                samples[-1]["surprise"] = 0.0 if rng.random() < 0.1 else float(2 * rng.random())
             g.play(best)
         for smp in samples:
             tm = smp["ply"] % 2 + 1
@@ -160,6 +163,98 @@ def test_opponent_reply_target_is_the_next_sample_of_the_same_game(tmp_path):
             flip_batch(mirrored, np.ones(64, bool))
             np.testing.assert_array_equal(mirrored.opp_policy, b.opp_policy[..., ::-1])
     assert ended > 0 and weighted0 > 0  # both kinds of zero weight were exercised
+
+
+def reference_probabilities(weights, surprise, share):
+    """Policy-surprise draw probabilities, sample by sample (docs: nets/replay.py)."""
+    n = len(weights)
+    full = [i for i in range(n) if weights[i] > 0]
+    total = sum(surprise[i] for i in full)
+    out = []
+    for i in range(n):
+        if weights[i] == 0 or share == 0 or total == 0:
+            out.append(1 / n)
+        else:
+            out.append(len(full) / n * ((1 - share) / len(full) + share * surprise[i] / total))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 0.9])
+def test_surprise_weighted_sampling_draws_in_proportion_to_surprise(tmp_path, share):
+    """The window's draws follow the reference probabilities: full-search samples keep
+    their total share, and within it a share goes by surprise; fast samples stay uniform."""
+    from nets.replay import sampling_probabilities
+
+    make_shards(tmp_path, games=6, sizes=((6, 7),), fast_every=3, surprise=True)
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    d = win.data[(6, 7)]
+    want = reference_probabilities(d["policy_weight"].tolist(), d["surprise"].tolist(), share)
+    got = sampling_probabilities(d["policy_weight"], d["surprise"], share)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert got.sum() == pytest.approx(1.0)
+    fast = d["policy_weight"] == 0
+    assert fast.any() and got[fast].sum() == pytest.approx(fast.mean())
+    n_draws = 200_000
+    rng = np.random.default_rng(5)
+    idx = np.concatenate([win._draw(rng, (6, 7), 10_000, share) for _ in range(20)])
+    freq = np.bincount(idx, minlength=len(want)) / n_draws
+    np.testing.assert_allclose(freq, want, atol=4 * np.sqrt(want.max() / n_draws))
+    if share > 0:  # samples with surprise 0 are drawn less than uniformly, never more
+        zero = (~fast) & (d["surprise"] == 0)
+        assert zero.any() and (freq[zero] < 1 / len(want)).all()
+    # the batch is the drawn rows
+    b = win.sample(np.random.default_rng(7), (6, 7), 64, flip=False, opponent=False, surprise=share)
+    rows = win._draw(np.random.default_rng(7), (6, 7), 64, share)
+    np.testing.assert_array_equal(b.policy, d["policy"][rows])
+
+
+def test_surprise_weighting_trains_and_rejects_bad_shares(tmp_path):
+    make_shards(tmp_path / "d", surprise=True)
+    cfg = TrainConfig(preset="tiny", per_size=8, surprise_weight=0.5)
+    tr = Trainer(cfg, str(tmp_path / "t"))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path / "d"]))
+    for _ in range(3):
+        out = tr.train_step(win)
+    assert np.isfinite(out["loss"])
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="surprise_weight"):
+            TrainConfig(preset="tiny", surprise_weight=bad)
+
+
+def test_dropped_planes_are_never_seen_by_the_net_and_resume_checks_the_setting(tmp_path):
+    """--drop-planes own_wins,opponent_wins (the threat-plane ablation): after training,
+    the checkpointed net's outputs do not depend on those planes at all, while the other
+    planes' weights did learn; resuming with another setting is refused; bad names too."""
+    from c4fast.encode import PLANE_NAMES
+    from nets.model import build_model
+
+    make_shards(tmp_path / "d")
+    out = tmp_path / "t"
+    cfg = TrainConfig(preset="tiny", per_size=8, steps=6, checkpoint_every=6, drop_planes="own_wins, opponent_wins")
+    assert cfg.dropped_planes() == [PLANE_NAMES.index("own_wins"), PLANE_NAMES.index("opponent_wins")]
+    train([str(tmp_path / "d")], TrainRunConfig(train=cfg, out=str(out)), quiet=True)
+    net, net_config, _ = load_checkpoint(str(sorted((out / "models").glob("model_*.pt"))[-1]))
+    net.eval()
+    w = net.input_conv.weight.detach()
+    assert (w[:, cfg.dropped_planes()] == 0).all() and (w[:, 0] != 0).any()
+    rng = np.random.default_rng(0)
+    planes = torch.from_numpy((rng.random((16, c4fast.NUM_PLANES, 6, 7)) < 0.3).astype(np.float32))
+    other = planes.clone()
+    other[:, cfg.dropped_planes()] = torch.from_numpy(rng.random((16, 2, 6, 7)).astype(np.float32))
+    with torch.no_grad():
+        a, b = net(planes), net(other)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y)
+    base = build_model(net_config)  # a fresh net does see them (the test can fail)
+    with torch.no_grad():
+        assert not torch.allclose(base(planes)[0], base(other)[0])
+    again = TrainRunConfig(train=dataclasses.replace(cfg, steps=12, drop_planes=""), out=str(out), resume=True)
+    with pytest.raises(ValueError, match="drop-planes"):
+        train([str(tmp_path / "d")], again, quiet=True)
+    with pytest.raises(ValueError, match="unknown plane"):
+        TrainConfig(preset="tiny", drop_planes="own_wins,threats")
 
 
 def test_opponent_policy_head_trains_resumes_and_stays_out_of_the_checkpoint(tmp_path):
