@@ -108,7 +108,7 @@ class SelfPlayEngine:
         game = s.game
         st = self.stats
         st.playouts += self.mcts.root_playouts(g) - s.start_visits
-        if len(game.moves) < s.opening:  # opening: sample from the raw policy
+        if len(game.moves) < s.opening:  # opening: sample from the root priors (tempered; noised in full searches)
             p = self.mcts.root_priors(g)
             col = int(self.rng.choice(self.width, p=p / p.sum()))
         else:
