@@ -132,7 +132,7 @@ PRESETS: dict[str, NetConfig] = {
         gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
     ),
     # A larger CPU net for the net-size ablation (~0.2M parameters, ~2x cpu_small's
-    # compute; not yet measured: docs/ABLATIONS.md, "Not yet tried").
+    # compute): at equal time it loses to cpu_small, 0.39 [0.30, 0.49] (docs/ABLATIONS.md).
     "cpu_mid": NetConfig(
         name="cpu_mid", channels=96, blocks=2, bottleneck_channels=48, gpool_channels=24,
         gpool_blocks=(1,), policy_channels=32, value_channels=32, value_hidden=64,

@@ -209,8 +209,7 @@ class ReplayWindow:
             return rng.integers(0, len(d["ply"]), n)
         cached = self._cdf.get(size)
         if cached is None or cached[0] != surprise:
-            sur = d["surprise"] if "surprise" in d else np.zeros(len(d["ply"]), np.float32)
-            cdf = np.cumsum(sampling_probabilities(d["policy_weight"], sur, surprise))
+            cdf = np.cumsum(sampling_probabilities(d["policy_weight"], d["surprise"], surprise))
             cached = self._cdf[size] = (surprise, cdf)
         cdf = cached[1]
         return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), len(cdf) - 1)

@@ -161,7 +161,7 @@ class ShardWriter:
         buf = self.buffers.setdefault((h, w), SampleBuffer(h, w))
         for s in samples:
             for k in buf.rows:
-                buf.rows[k].append(s[k] if k in s or k not in OPTIONAL_SAMPLE_FIELDS else OPTIONAL_SAMPLE_FIELDS[k][2])
+                buf.rows[k].append(s.get(k, OPTIONAL_SAMPLE_FIELDS[k][2]) if k in OPTIONAL_SAMPLE_FIELDS else s[k])
         self.games.append(game)
         self.pending_samples += len(samples)
         now = time.monotonic()
