@@ -41,7 +41,8 @@ class SearchConfig:
     full_probability   0.25    chance that a self-play search is full
     leaves_per_step    8       leaves selected per game per `select` (virtual loss)
     sensible           True    expand only sensible moves (win now / must block)
-    tree_reuse         True    keep the subtree of the played move
+    tree_reuse         True    keep the subtree of the played move (self-play; the graph
+                               search of a net player under a time budget keeps its graph)
     proofs             True    graph search only: propagate proven results (terminals,
                                then win/draw/loss from children), steer selection and the
                                move by them, stop once the root is proven (c4fast.mcgs)

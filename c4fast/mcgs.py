@@ -44,7 +44,9 @@ that is not a proven loss, else the slowest proven loss. Without proofs in the g
 search is exactly the plain MCGS.
 
 Memory is reclaimed between moves: :meth:`GraphSearch.set_position` and
-:meth:`GraphSearch.advance` clear the graph. The graph is full when a playout needs a
+:meth:`GraphSearch.advance` clear the graph, unless ``set_position(..., keep=True)`` finds
+the new position already in it (then the graph is kept, as a graph search can: every
+node's statistics belong to its position, whatever the root). The graph is full when a playout needs a
 node or edges beyond capacity: the search then stops early and ``pool_full`` is set
 (never an out-of-bounds write). Root Dirichlet noise and forced playouts are
 self-play features and are not applied here. Two positions whose 64-bit hashes
@@ -480,8 +482,12 @@ class GraphSearch:
         self.root = NO_NODE
         self.planes = np.zeros((lps, NUM_PLANES, self.height, self.width), np.float32)
 
-    def set_position(self, state: np.ndarray) -> None:
-        """Search from this POSITION_DTYPE record (a Game's .state); clears the graph."""
+    def set_position(self, state: np.ndarray, keep: bool = False) -> bool:
+        """Search from this POSITION_DTYPE record (a Game's .state). Clears the graph, unless
+        `keep` and the position already has a node in it (e.g. two plies after the last
+        root): that node becomes the root with everything searched below it, its visits
+        counting toward the playout target. A graph more than half full, or one that
+        overflowed, is cleared all the same. Returns whether the graph was kept."""
         s = np.asarray(state).reshape(-1)[0]
         if (int(s["height"]), int(s["width"])) != (self.height, self.width):
             raise ValueError(f"position is {int(s['height'])}x{int(s['width'])}, this search is "
@@ -489,8 +495,14 @@ class GraphSearch:
         if int(s["result"]) != bb.RUNNING:
             raise ValueError("cannot search a finished game")
         self.position[0] = s
+        if keep and self.root != NO_NODE and not self.pool_full and 2 * self.num_nodes <= len(self.graph.key):
+            _, node = _lookup(self.graph, self.position[0]["hash"])
+            if node != NO_NODE:
+                self.root = int(node)
+                return True
         clear_graph(self.graph)
         self.root = int(add_root(self.graph, self.position[0]))
+        return False
 
     def advance(self, col: int) -> None:
         """Play `col` at the root and clear the graph (memory reclaimed between moves)."""

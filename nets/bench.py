@@ -15,6 +15,9 @@ Sections (default: all but ``gpu`` on a machine without CUDA), each line has a `
 * ``server``: a no-op round trip, then the same net through the inference server and by a
   direct call of the same forward in a fresh process with the same threads, side by side;
 * ``search_share``: share of self-play time in the search vs the net (in-process);
+* ``play``: playouts a network player (:mod:`nets.netplayer`, the shipped ``c4fast_cpu``)
+  reaches in a fixed time per move, per play forward (``eager`` torch, ``ort``, the
+  ``.npz``'s ``numpy``), one thread, on the same random Saiblo positions;
 * ``gpu``: eager vs CUDA graphs, fp32 vs bf16 through the server (CUDA only).
 
 Timings are wall-clock means after one warm-up call; the 1-minute load average is in the
@@ -38,11 +41,12 @@ import torch
 import c4fast
 from c4fast.game import SAIBLO_SIZES as SAIBLO
 from nets import shm_queue as q
-from nets.config import PRESETS, get_preset
+from nets.config import PLAY_FORWARDS, PRESETS, get_preset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = {"cpu_small": os.path.join(REPO, "models", "c4fast_cpu.pt")}  # preset -> trained weights
-SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "gpu")
+SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "play",
+            "gpu")
 
 _peak: dict[int, float] = {}  # threads -> measured fp32 matmul GFLOP/s
 
@@ -376,6 +380,72 @@ def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int
           seconds=round(total, 2), evals_per_s=round(evals / total, 1))
 
 
+def play_positions(n: int, seed: int = 3) -> list:
+    """`n` unfinished positions on random Saiblo boards (9..12 x 9..12, a random forbidden
+    cell) after 4..30 uniformly random plies."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        h, w = int(rng.integers(9, 13)), int(rng.integers(9, 13))
+        g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
+        for _ in range(int(rng.integers(4, 31))):
+            if g.result is not None:
+                break
+            g.play(int(rng.choice(g.legal_moves())))
+        if g.result is None:
+            out.append(g)
+    return out
+
+
+def bench_play(forwards, seconds_per_move: float = 0.2, positions: int = 30, seed: int = 3,
+               games: int = 2) -> None:
+    """Playouts of a fresh search (no graph kept) by the shipped net's player per forward in
+    `seconds_per_move`, one thread, the same positions for every forward; then `games` games
+    against ``alphabeta`` at the same time per move, where the player keeps its graph between
+    moves: the share of each move's root visits kept from the last move (``reused``). Moves
+    decided by the exact endgame solve are left out."""
+    from c4fast.players.bots import AlphaBetaPlayer
+    from nets.players import make_player
+
+    pt = SHIPPED["cpu_small"]
+    games = play_positions(positions, seed)
+    for fwd in forwards:
+        path = pt[:-3] + ".npz" if fwd == "numpy" else pt
+        p = make_player(f"net:{path}:{seconds_per_move}s", threads=1, forward=fwd)
+        p.reset(games[0])
+        p.choose(games[0].copy())  # warm-up: compiled kernels and the first forward
+        counts = []
+        for g in games:
+            p.reset(g)
+            p.choose(g.copy())
+            a = p.analysis()
+            if not a.get("solved"):
+                counts.append(a["playouts"])
+        rec = dict(positions=len(counts), median_playouts=int(np.median(counts)),
+                   mean_playouts=round(float(np.mean(counts)), 1),
+                   playouts_per_s=round(float(np.median(counts)) / seconds_per_move, 1))
+        kept = []
+        for i, g in enumerate(play_positions(games, seed + 1)):
+            g = c4fast.Game(g.height, g.width, g.forbidden)
+            ab = AlphaBetaPlayer(seconds_per_move, seed=i)
+            p.reset(g)
+            ab.reset(g)
+            while g.result is None:
+                if g.ply % 2 == i % 2:
+                    g.play(p.choose(g.copy()))
+                    a = p.analysis()
+                    if not a.get("solved"):
+                        kept.append((a["playouts"], a["reused"]))
+                else:
+                    g.play(ab.choose(g.copy()))
+        if kept:
+            total, reused = np.array(kept, float).T
+            rec.update(game_moves=len(kept), game_median_root_visits=int(np.median(total)),
+                       game_median_reused_share=round(float(np.median(reused / total)), 3),
+                       game_moves_with_reuse=round(float(np.mean(reused > 0)), 3))
+        _emit(bench="play", forward=fwd, model=os.path.basename(path), seconds_per_move=seconds_per_move, **rec)
+
+
 def bench_gpu(seconds: float) -> None:
     """Eager vs CUDA graph, fp32 vs bf16, and the server path, for b3c128nbt on 12x12."""
     from nets.server import ServerConfig
@@ -428,6 +498,12 @@ def main(argv=None) -> int:
     ap.add_argument("--server-batches", type=_list(int), default=[48, 96, 256],
                     help="request batches of the server section (default 48,96,256: the CPU presets' "
                          "worker batches of 1 and 2 leaves per game, and the server's forward cap)")
+    ap.add_argument("--play-forwards", type=_list(str), default=["eager", "ort", "numpy"],
+                    help="play forwards of the play section (default: eager,ort,numpy)")
+    ap.add_argument("--play-seconds", type=float, default=0.2, help="seconds per move of the play section (0.2)")
+    ap.add_argument("--play-positions", type=int, default=30, help="positions of the play section (default 30)")
+    ap.add_argument("--play-games", type=int, default=2,
+                    help="games against alpha-beta per forward in the play section (default 2)")
     args = ap.parse_args(argv)
     bad = [s for s in args.sections if s not in SECTIONS]
     if bad:
@@ -440,6 +516,11 @@ def main(argv=None) -> int:
     for k in args.backends:
         if k not in BACKENDS:
             ap.error(f"unknown backend {k!r}; choose from {', '.join(BACKENDS)}")
+    for k in args.play_forwards:
+        if k not in PLAY_FORWARDS or k == "auto":
+            ap.error(f"unknown play forward {k!r}; choose from {', '.join(PLAY_FORWARDS[1:])}")
+    if args.play_seconds <= 0 or args.play_positions < 1 or args.play_games < 0:
+        ap.error("--play-seconds must be > 0, --play-positions >= 1 and --play-games >= 0")
     sections = args.sections or [s for s in SECTIONS if s != "gpu" or torch.cuda.is_available()]
     torch.set_num_threads(args.threads)
     _emit(bench="env", torch=torch.__version__, numpy=np.__version__, threads=args.threads,
@@ -466,6 +547,8 @@ def main(argv=None) -> int:
                 bench_server_vs_direct(cfg, p, args.server_batches, (12, 12), args.seconds)
     if "search_share" in sections:
         bench_search_share(threads=args.threads)
+    if "play" in sections:
+        bench_play(args.play_forwards, args.play_seconds, args.play_positions, games=args.play_games)
     if "gpu" in sections:
         if torch.cuda.is_available():
             bench_gpu(args.seconds)

@@ -119,6 +119,12 @@ class NetConfig:
 FORWARDS = ("auto", "eager", "fused", "compiled", "numpy", "ort", "ort_int8")
 CPU_ONLY_FORWARDS = ("numpy", "ort", "ort_int8")
 
+#: Forward paths of a network player (:func:`nets.netplayer.load_evaluator`): "auto" is the
+#: torch-free numpy forward for a ``.npz`` export, and ONNX Runtime for a ``.pt`` checkpoint
+#: (plain torch, ``eager``, where ``onnxruntime`` is not installed). At 0.2 s per move ONNX
+#: Runtime runs ~2x the playouts of eager torch on the 2-core CPU (docs/PERFORMANCE.md).
+PLAY_FORWARDS = ("auto", "eager", "fused", "numpy", "ort", "ort_int8")
+
 
 PRESETS: dict[str, NetConfig] = {
     # katac4's size: 3 nested-bottleneck blocks of 128 channels (~0.55M parameters).

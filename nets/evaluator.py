@@ -2,7 +2,8 @@
 
 ``evaluate(planes (B, C, H, W), positions) -> (policy logits (B, H, W) float32,
 win/draw/loss probabilities (B, 3) float32)`` for the side to move. torch is imported only by
-TorchEvaluator, so NumpyEvaluator works where torch is absent. Use these where no
+TorchEvaluator and by the :class:`nets.backends.CpuBackend` a BackendEvaluator wraps, so
+NumpyEvaluator works where torch is absent. Use these where no
 inference server is running (tests, the arena, single-process play); self-play workers use
 :class:`nets.shm_queue.InferenceClient`, which has the same method.
 """
@@ -45,3 +46,19 @@ class NumpyEvaluator:
         pol, val = self.net.forward(np.asarray(planes, dtype=np.float32))
         self.evals += planes.shape[0]
         return pol.astype(np.float32), softmax_rows(val)
+
+
+class BackendEvaluator:
+    """Runs a :class:`nets.backends.CpuBackend` (ONNX Runtime, BN-folded torch, ...): the
+    net players' fast path (``nets.netplayer.load_evaluator``)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.kind = backend.kind
+        self.evals = 0
+
+    def evaluate(self, planes: np.ndarray, positions=None):
+        x = np.ascontiguousarray(planes, dtype=np.float32)
+        pol, val = self.backend(x)
+        self.evals += x.shape[0]
+        return pol.reshape(x.shape[0], x.shape[2], x.shape[3]), softmax_rows(val)

@@ -26,11 +26,25 @@ from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.evaluators import column_probabilities
 from c4fast.mcgs import GraphSearch
 from c4fast.players.endgame import EndgameSolver, empty_cells
+from nets.config import PLAY_FORWARDS
 
 
-def load_evaluator(path: str, threads: int = 1):
-    """An evaluator for a checkpoint: NumpyEvaluator for .npz (no torch import), else TorchEvaluator."""
+def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
+    """An evaluator for the weights at `path` (a ``.pt`` checkpoint, a directory of them:
+    the newest, or a ``.npz`` numpy export) computed by `forward`, one of
+    :data:`nets.config.PLAY_FORWARDS`.
+
+    "auto": a ``.npz`` runs the numpy forward (no torch import), a ``.pt`` ONNX Runtime, or
+    eager torch where ``onnxruntime``/``onnx`` are missing. `threads`: torch threads and
+    ONNX Runtime intra-op threads (0: the libraries' defaults). ValueError for an unknown
+    forward, a ``.npz`` asked for a torch or ONNX forward, or a directory without checkpoints.
+    """
+    if forward not in PLAY_FORWARDS:
+        raise ValueError(f"forward must be one of {PLAY_FORWARDS}, got {forward!r}")
     if path.endswith(".npz"):
+        if forward not in ("auto", "numpy"):
+            raise ValueError(f"{path!r} is a numpy export: it runs only the 'numpy' forward, "
+                             f"not {forward!r} (give the .pt checkpoint for that)")
         from nets.evaluator import NumpyEvaluator
         from nets.numpy_net import NumpyNet
 
@@ -38,7 +52,6 @@ def load_evaluator(path: str, threads: int = 1):
     import torch
 
     from nets.checkpoint import latest_checkpoint, load_checkpoint
-    from nets.evaluator import TorchEvaluator
 
     if os.path.isdir(path):
         found = latest_checkpoint(path)
@@ -48,33 +61,53 @@ def load_evaluator(path: str, threads: int = 1):
     if threads > 0:
         torch.set_num_threads(threads)
     model, _, _ = load_checkpoint(path)
-    return TorchEvaluator(model)
+    if forward == "auto":
+        forward = "ort" if _have_ort() else "eager"
+    if forward == "eager":
+        from nets.evaluator import TorchEvaluator
+
+        return TorchEvaluator(model)
+    from nets.backends import CpuBackend
+    from nets.evaluator import BackendEvaluator
+
+    return BackendEvaluator(CpuBackend(model, forward, threads=max(threads, 0)))
+
+
+def _have_ort() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
 
 
 class NetPlayer:
     """Network + MCGS (playouts > 0 or seconds > 0), or policy only (playouts == 0).
 
-    ``analysis()`` after a search move: ``wdl`` (side to move), ``visits``, ``playouts``,
-    ``seconds``, ``proven`` ({column: 'win' | 'draw' | 'loss'} for the side to move, where
-    known: from the exact solve, else from the search's proofs), ``solved`` (True if the
-    move came from the exact endgame solve; then ``score``, Pons's score, and ``nodes``).
+    ``analysis()`` after a search move: ``wdl`` (side to move), ``visits``, ``playouts``
+    (root visits), ``reused`` (of those, the ones kept from the last move's search: under a
+    time budget with ``SearchConfig.tree_reuse``), ``seconds``, ``proven`` ({column: 'win' |
+    'draw' | 'loss'} for the side to move, where known: from the exact solve, else from the
+    search's proofs), ``solved`` (True if the move came from the exact endgame solve; then
+    ``score``, Pons's score, and ``nodes``).
+
+    `forward`: what computes the net when no `evaluator` is given (:func:`load_evaluator`).
     """
 
     def __init__(self, path: str, playouts: int = 200, seconds: float = 0.0, name: str | None = None,
                  evaluator=None, search: SearchConfig | None = None, threads: int = 1,
-                 endgame: EndgameConfig | None = None):
+                 endgame: EndgameConfig | None = None, forward: str = "auto"):
         if playouts < 0 or seconds < 0:
             raise ValueError(f"playouts and seconds must be >= 0, got {playouts}, {seconds}")
         self.path = path
         self.playouts = int(playouts)
         self.seconds = float(seconds)
-        self.ev = evaluator if evaluator is not None else load_evaluator(path, threads)
+        self.ev = evaluator if evaluator is not None else load_evaluator(path, threads, forward)
         self.config = search if search is not None else SearchConfig()
         self.endgame = endgame if endgame is not None else EndgameConfig()
         self.solver: EndgameSolver | None = None
         self.name = name or (f"net:{os.path.basename(path)}:" + (f"{self.playouts}" if self.playouts else "policy"))
         self.search: GraphSearch | None = None
         self._analysis: dict = {}
+        self._keep = False  # the graph holds this game's last search
 
     def reset(self, game: c4fast.Game) -> None:
         budget = max(self.playouts, 1) if not self.seconds else 200_000
@@ -82,6 +115,7 @@ class NetPlayer:
                 or self.search.max_playouts < budget:
             self.search = GraphSearch(self.config, game.height, game.width, max_playouts=budget)
         self._analysis = {}
+        self._keep = False
 
     def _policy(self, game: c4fast.Game, cols: list[int]):
         """(net WDL, probabilities of `cols`) of the raw network."""
@@ -129,7 +163,12 @@ class NetPlayer:
         col = self._solve(game, t0)
         if col is not None:
             return col
-        self.search.set_position(game.state)
+        # under a time budget, the search goes on from the graph of this game's last move
+        # (SearchConfig.tree_reuse); a playout budget counts this move's playouts only
+        keep = bool(self.seconds) and self.config.tree_reuse and self._keep
+        reused = int(self.search.graph.visits[self.search.root]) \
+            if self.search.set_position(game.state, keep=keep) else 0
+        self._keep = True
         if self.seconds:
             self.search.run(self.ev, seconds=max(self.seconds - (time.perf_counter() - t0), 0.0))
         else:
@@ -137,7 +176,8 @@ class NetPlayer:
         visits = self.search.root_visits()
         self._analysis = {"wdl": tuple(float(x) for x in self.search.root_wdl()),
                           "visits": {int(c): int(v) for c, v in enumerate(visits) if v > 0},
-                          "playouts": self.search.playouts(), "seconds": time.perf_counter() - t0,
+                          "playouts": self.search.playouts(), "reused": reused,
+                          "seconds": time.perf_counter() - t0,
                           "proven": self.search.root_proven(), "solved": False}
         return self.search.best_move()
 

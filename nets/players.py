@@ -30,14 +30,16 @@ SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECO
 
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
                 search: SearchConfig | None = None, evaluator=None,
-                endgame: EndgameConfig | None = None) -> Player:
+                endgame: EndgameConfig | None = None, forward: str = "auto") -> Player:
     """A player from a spec string; ``player.name`` is a spec that rebuilds it (the given
     one for ``net:``, the canonical form for the baselines, e.g. ``uct`` -> ``uct:2000:1.4``).
 
-    `seed` seeds the player's RNG; `threads` is the torch thread count of a ``net:``
-    player; `search` its search settings (default ``SearchConfig()``) and `endgame` its
-    exact endgame solving (default ``EndgameConfig()``); `evaluator` replaces loading the
-    weights (share one net between players).
+    `seed` seeds the player's RNG; `threads` is the thread count of a ``net:`` player's
+    forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``)
+    and `endgame` its exact endgame solving (default ``EndgameConfig()``); `forward` what
+    computes its net (:data:`nets.config.PLAY_FORWARDS`; "auto": ONNX Runtime for a ``.pt``,
+    numpy for a ``.npz``); `evaluator` replaces loading the weights (share one net between
+    players).
     """
     if not isinstance(spec, str):
         raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
@@ -46,7 +48,7 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
 
         path, playouts, seconds = parse_net_spec(spec)
         player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=threads,
-                           search=search, evaluator=evaluator, endgame=endgame)
+                           search=search, evaluator=evaluator, endgame=endgame, forward=forward)
         player.name = spec
         return player
     return _make_bot(spec, seed)

@@ -14,7 +14,8 @@ its 95 % confidence interval.
 Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (c4fast.players via nets.players.make_player),
 ``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
 (raw policy only), ``net:PATH:1.5s`` (time budget). PATH is a .pt checkpoint, a
-directory of checkpoints (the newest is used) or a .npz numpy export.
+directory of checkpoints (the newest is used) or a .npz numpy export. ``--forward`` picks
+what computes the nets (default: ONNX Runtime for .pt, numpy for .npz; ``eager``: torch).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 import c4fast
 from c4fast.runtime import check_interrupt
+from nets.config import PLAY_FORWARDS
 from nets.players import make_player
 from selfplay.config import parse_sizes
 
@@ -90,13 +92,13 @@ def play_game(first, second, height, width, forbidden, opening: tuple[int, ...] 
 _PLAYERS: dict = {}
 
 
-def _init_worker(spec_a, spec_b, seed, threads, pool_process=True):
+def _init_worker(spec_a, spec_b, seed, threads, pool_process=True, forward="auto"):
     if pool_process:  # Ctrl-C is handled by the parent, never inside pool workers
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _PLAYERS["a"] = make_player(spec_a, seed=seed, threads=threads)
-    _PLAYERS["b"] = make_player(spec_b, seed=seed + 1, threads=threads)
+    _PLAYERS["a"] = make_player(spec_a, seed=seed, threads=threads, forward=forward)
+    _PLAYERS["b"] = make_player(spec_b, seed=seed + 1, threads=threads, forward=forward)
 
 
 def _play_pair(args):
@@ -113,15 +115,17 @@ def _play_pair(args):
 
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
-               threads: int = 1, forbidden: bool = True, opening_plies: int | None = None) -> list[dict]:
+               threads: int = 1, forbidden: bool = True, opening_plies: int | None = None,
+               forward: str = "auto") -> list[dict]:
     """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
-    out_path, flushed per game). ``forbidden=False`` plays standard boards.
+    out_path, flushed per game). ``forbidden=False`` plays standard boards. `threads` and
+    `forward` (:data:`nets.config.PLAY_FORWARDS`) apply to every ``net:`` player.
     ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`)."""
     sizes = sizes or parse_sizes("saiblo")
     plies = default_opening_plies(forbidden) if opening_plies is None else int(opening_plies)
     if plies < 0:
         raise ValueError(f"opening plies must be >= 0, got {plies}")
-    make_player(spec_a), make_player(spec_b)  # validate specs before starting processes
+    make_player(spec_a, forward=forward), make_player(spec_b, forward=forward)  # validate before starting processes
     tasks = [(i, seed, sizes, forbidden, plies) for i in range(pairs)]
     records: list[dict] = []
     fh = open(out_path, "a") if out_path else None
@@ -132,11 +136,11 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
         bar = tqdm(total=2 * pairs, unit="game", dynamic_ncols=True)
     try:
         if workers <= 1:
-            _init_worker(spec_a, spec_b, seed, threads, pool_process=False)
+            _init_worker(spec_a, spec_b, seed, threads, pool_process=False, forward=forward)
             it = map(_play_pair, tasks)
             pool = None
         else:
-            pool = mp.get_context("spawn").Pool(workers, _init_worker, (spec_a, spec_b, seed, threads))
+            pool = mp.get_context("spawn").Pool(workers, _init_worker, (spec_a, spec_b, seed, threads, True, forward))
             it = pool.imap_unordered(_play_pair, tasks)
         for recs in it:
             for r in recs:
@@ -201,6 +205,9 @@ def main(argv=None) -> int:
     ap.add_argument("--opening-plies", type=int, default=None,
                     help=f"random legal moves before each pair (default: {STANDARD_OPENING_PLIES} on standard "
                          "boards, 0 with a forbidden cell)")
+    ap.add_argument("--forward", choices=PLAY_FORWARDS, default="auto",
+                    help="what computes the nets of net: players (default auto: ONNX Runtime for .pt, "
+                         "numpy for .npz; eager: plain torch)")
     ap.add_argument("--out", default=None, help="append game records to this JSON-lines file")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
@@ -215,7 +222,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         records = play_match(args.a, args.b, args.pairs, args.workers, args.seed, sizes, args.out,
                              progress=not args.json, forbidden=args.forbidden == "random",
-                             opening_plies=args.opening_plies)
+                             opening_plies=args.opening_plies, forward=args.forward)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

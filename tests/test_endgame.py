@@ -111,3 +111,34 @@ def test_endgame_config_is_validated():
         EndgameConfig(max_empty=-1)
     with pytest.raises(ValueError):
         EndgameConfig(nodes=0)
+
+
+def test_a_timed_net_player_keeps_its_graph_between_moves_and_a_playout_budget_does_not():
+    """Under a time budget the search of each move goes on from the node the last move's
+    graph has for the new position (``analysis()['reused']`` is exactly its visits); under a
+    playout budget, and after reset(), every search starts afresh."""
+    from c4fast.mcgs import _lookup
+
+    rng = np.random.default_rng(2)
+    for seconds, playouts in ((0.05, 0), (0.0, 60)):
+        p = NetPlayer("uniform", playouts=playouts, seconds=seconds, evaluator=UniformEvaluator(),
+                      search=SearchConfig(leaves_per_step=4), endgame=EndgameConfig(max_empty=0))
+        g = c4fast.Game(6, 7)
+        p.reset(g)
+        reused = []
+        while g.result is None:
+            expect = 0
+            if p.search is not None and p._keep and seconds:
+                _, node = _lookup(p.search.graph, g.state[0]["hash"])
+                expect = int(p.search.graph.visits[node]) if node >= 0 else 0
+            col = p.choose(g.copy())
+            a = p.analysis()
+            assert a["reused"] == expect and a["playouts"] >= expect
+            reused.append(a["reused"])
+            g.play(col)
+            if g.result is None:
+                g.play(int(rng.choice(g.legal_moves())))
+        assert (max(reused) > 0) == bool(seconds), reused
+        p.reset(c4fast.Game(6, 7))
+        p.choose(c4fast.Game(6, 7))
+        assert p.analysis()["reused"] == 0

@@ -7,7 +7,7 @@ import pytest
 import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import RolloutEvaluator, UniformEvaluator
-from c4fast.mcgs import PROOF_NONE, GraphSearch
+from c4fast.mcgs import PROOF_NONE, GraphSearch, _lookup
 from c4fast.players import solver as sv
 from c4fast.mcts import BatchedMCTS, run_search
 
@@ -266,3 +266,70 @@ def test_proven_nodes_are_consistent_with_their_children():
             assert (2 in outcomes) == (g.proof[i] == 2)
         assert g.visits[i] == 1 + g.edge_visits[f:f + ne].sum()
     assert (g.inflight[:n] == 0).all()
+
+
+def two_plies_on(gs, game):
+    """`game` after the root's most visited move and that child's most visited reply (both
+    read from the graph by hash), and the graph's node of the resulting position."""
+    g = gs.graph
+    out = game.copy()
+    for _ in range(2):
+        _, node = _lookup(g, out.state[0]["hash"])
+        f, ne = int(g.first_edge[node]), int(g.num_edges[node])
+        out.play(int(g.edge_move[f + int(np.argmax(g.edge_visits[f:f + ne]))]))
+    return out, _lookup(g, out.state[0]["hash"])[1]
+
+
+def test_a_kept_graph_continues_from_the_new_positions_node():
+    """set_position(keep=True) two plies on: the node of the new position becomes the root
+    with its visits and value; the playout target counts them; unknown positions, a graph
+    over half full or keep=False clear it."""
+    config = SearchConfig(leaves_per_step=4)
+    gs = GraphSearch(config, 6, 7, max_playouts=5000)
+    gs.set_position(c4fast.Game(6, 7).state)
+    gs.run(HashEvaluator(), playouts=1500)
+    nodes = gs.num_nodes
+    g = gs.graph
+    game, node = two_plies_on(gs, c4fast.Game(6, 7))
+    visits, q = int(g.visits[node]), float(g.q[node])
+    assert visits > 1
+    assert gs.set_position(game.state, keep=True)
+    assert gs.playouts() == visits and gs.num_nodes == nodes  # nothing cleared, nothing added
+    assert gs.root_wdl()[0] - gs.root_wdl()[2] == pytest.approx(-q)
+    gs.run(HashEvaluator(), playouts=visits + 40)
+    assert visits + 40 <= gs.playouts() <= visits + 40 + config.leaves_per_step
+    assert gs.best_move() in game.legal_moves()
+    assert (g.inflight[:gs.num_nodes] == 0).all() and (g.edge_inflight[:g.counters[1]] == 0).all()
+    # a position the graph has never seen, keep=False, and a graph over half full: cleared
+    other = c4fast.Game.from_moves(6, 7, None, [3, 3, 2, 4])
+    assert not gs.set_position(other.state, keep=True) and gs.num_nodes == 1 and gs.playouts() == 0
+    gs.run(HashEvaluator(), playouts=100)
+    again, node = two_plies_on(gs, other)
+    assert node >= 0
+    assert not gs.set_position(again.state, keep=False) and gs.num_nodes == 1
+    gs.run(HashEvaluator(), playouts=100)
+    again, node = two_plies_on(gs, again)
+    assert node >= 0
+    g.counters[0] = len(g.key) // 2 + 1  # pretend the pool is more than half used
+    assert not gs.set_position(again.state, keep=True) and gs.num_nodes == 1
+
+
+def test_proofs_stay_exact_when_the_graph_is_kept_over_a_whole_game():
+    """Games searched ply after ply (both sides) on one kept graph: every proof it reports
+    is still the exact solver's verdict, and the graph was really kept."""
+    solver = sv.Solver(20)
+    rng = np.random.default_rng(8)
+    kept = checked = 0
+    for i in range(6):
+        g = c4fast.Game(6, 7)
+        gs = GraphSearch(SearchConfig(leaves_per_step=4), 6, 7, max_playouts=100_000)
+        while g.result is None:
+            kept += gs.set_position(g.state, keep=g.ply > 0)
+            gs.run(RolloutEvaluator(1, seed=i), playouts=min(gs.playouts() + 400, 100_000))
+            if g.ply >= 14:
+                scores = solver.move_scores(g)
+                for c, v in gs.root_proven().items():
+                    assert v == ("win" if scores[c] > 0 else "draw" if scores[c] == 0 else "loss"), (repr(g), c)
+                    checked += 1
+            g.play(gs.best_move() if rng.random() < 0.85 else int(rng.choice(g.legal_moves())))
+    assert kept > 60 and checked > 30, (kept, checked)

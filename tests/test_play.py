@@ -133,6 +133,93 @@ def test_net_players_return_legal_moves_and_analysis(tiny_model):
             g.play(col)
 
 
+def _positions_of_random_games(h, w, n, seed):
+    """(n, C, h, w) planes of unfinished positions of uniformly random games (forbidden cell
+    on 9x9 and up)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))) if min(h, w) >= 9 else None)
+        for _ in range(int(rng.integers(0, h * w // 2))):
+            if g.result is not None:
+                break
+            g.play(int(rng.choice(g.legal_moves())))
+        if g.result is None:
+            out.append(g.planes())
+    return np.stack(out).astype(np.float32)
+
+
+@pytest.mark.parametrize("forward", ["auto", "eager", "fused", "ort", "ort_int8"])
+def test_every_play_forward_computes_the_checkpoints_net(forward):
+    """The shipped net through load_evaluator's forwards against its eager torch forward:
+    policy logits (B, H, W), WDL probabilities, within the backend's tolerance."""
+    from nets.backends import tolerance_of
+    from nets.checkpoint import load_checkpoint
+    from nets.netplayer import load_evaluator
+    from nets.selfcheck import compare
+
+    if forward in ("auto", "ort", "ort_int8"):
+        pytest.importorskip("onnxruntime")
+    pt = ROOT / "models" / "c4fast_cpu.pt"
+    model, _, _ = load_checkpoint(pt, map_location="cpu")
+    ev = load_evaluator(str(pt), threads=1, forward=forward)
+    assert getattr(ev, "kind", "eager") == ("ort" if forward == "auto" else forward)
+    for h, w in ((6, 7), (9, 12), (12, 12)):
+        x = _positions_of_random_games(h, w, 12, seed=h * w)
+        logits, wdl = ev.evaluate(x, None)
+        assert logits.shape == (12, h, w) and logits.dtype == np.float32 and wdl.shape == (12, 3)
+        assert np.allclose(wdl.sum(1), 1, atol=1e-5)
+        with torch.no_grad():
+            pol, val = model.eval()(torch.from_numpy(x))
+        err = compare(logits.reshape(12, -1), wdl, pol.flatten(1).numpy(), torch.softmax(val, 1).numpy())
+        tol = tolerance_of(forward if forward != "auto" else "ort")
+        assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
+    assert ev.evals == 36
+
+
+def test_play_forward_choices_are_checked(tiny_model):
+    from nets.netplayer import load_evaluator
+    from nets.players import make_player
+
+    pt, npz = tiny_model
+    with pytest.raises(ValueError, match="forward must be one of"):
+        load_evaluator(str(pt), forward="tensorrt")
+    with pytest.raises(ValueError, match="numpy export"):
+        make_player(f"net:{npz}:10", forward="ort")
+    assert type(load_evaluator(str(npz), forward="numpy")).__name__ == "NumpyEvaluator"
+    assert type(load_evaluator(str(pt.parent), forward="eager")).__name__ == "TorchEvaluator"
+    bad = subprocess.run([sys.executable, "-m", "selfplay.arena", f"net:{pt}:5", "random", "--forward", "trt"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--forward" in bad.stderr
+
+
+def test_without_onnxruntime_auto_falls_back_to_eager_torch(tiny_model):
+    pt, _ = tiny_model
+    code = ("import sys; sys.modules['onnxruntime'] = None\n"
+            "from nets.netplayer import load_evaluator\n"
+            f"print(type(load_evaluator({str(pt)!r})).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["TorchEvaluator"], out.stderr
+
+
+@pytest.mark.parametrize("forward", ["eager", "ort"])
+def test_arena_plays_net_players_on_each_forward(tiny_model, tmp_path, forward):
+    if forward == "ort":
+        pytest.importorskip("onnxruntime")
+    pt, _ = tiny_model
+    out = tmp_path / "g.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "selfplay.arena", f"net:{pt}:20", "random", "--pairs", "1",
+                           "--workers", "1", "--json", "--forward", forward, "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["games"] == 2
+    for rec in map(json.loads, out.read_text().splitlines()):
+        g = c4fast.Game(rec["height"], rec["width"], tuple(rec["forbidden"]) if rec["forbidden"] else None)
+        for col in rec["moves"]:
+            g.play(col)  # raises on an illegal move
+        assert g.result is not None
+
+
 def _referee(proc, h, w, forb_top, we_start, rng):
     """Drive the Saiblo player over real pipes; returns the finished game."""
     game = c4fast.Game(h, w, c4fast.from_saiblo(forb_top[0], forb_top[1], h))
