@@ -408,14 +408,14 @@ def bench_play(forwards, seconds_per_move: float = 0.2, positions: int = 30, see
     from nets.players import make_player
 
     pt = SHIPPED["cpu_small"]
-    games = play_positions(positions, seed)
+    starts = play_positions(positions, seed)
     for fwd in forwards:
         path = pt[:-3] + ".npz" if fwd == "numpy" else pt
         p = make_player(f"net:{path}:{seconds_per_move}s", threads=1, forward=fwd)
-        p.reset(games[0])
-        p.choose(games[0].copy())  # warm-up: compiled kernels and the first forward
+        p.reset(starts[0])
+        p.choose(starts[0].copy())  # warm-up: compiled kernels and the first forward
         counts = []
-        for g in games:
+        for g in starts:
             p.reset(g)
             p.choose(g.copy())
             a = p.analysis()

@@ -353,3 +353,20 @@ def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):
         assert cache_files(copy) == cache_files(dest) and cache_files(dest), err[-2000:]
     finally:
         subprocess.run(["umount", str(ro)], check=False)
+
+
+def test_play_bench_reports_playouts_and_the_kept_graph():
+    """`nets.bench play` (tiny budget, numpy forward): one JSON line with the playouts of
+    fresh searches and the share of root visits kept between the moves of a game."""
+    proc = subprocess.run([sys.executable, "-m", "nets.bench", "play", "--play-forwards", "numpy",
+                           "--play-seconds", "0.03", "--play-positions", "3", "--play-games", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    recs = [json.loads(x) for x in proc.stdout.splitlines()]
+    (rec,) = [r for r in recs if r["bench"] == "play"]
+    assert rec["forward"] == "numpy" and rec["model"] == "c4fast_cpu.npz" and rec["positions"] == 3
+    assert rec["median_playouts"] >= 1 and rec["game_moves"] >= 4
+    assert 0.0 <= rec["game_median_reused_share"] <= 1.0 and 0.0 <= rec["game_moves_with_reuse"] <= 1.0
+    bad = subprocess.run([sys.executable, "-m", "nets.bench", "play", "--play-forwards", "trt"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "play forward" in bad.stderr
