@@ -9,12 +9,14 @@ Standard library only (no numpy, numba or torch), so any process can import it f
 - :func:`fsync_dir`: make a rename (or a file created with another writer) durable.
 - :func:`raise_on_interrupt`: SIGINT, SIGTERM and SIGHUP raise ``KeyboardInterrupt``, so
   every long command stops through one clean path; :func:`check_interrupt` raises it again
-  if it was swallowed (see there).
+  if it was swallowed (see there); :func:`deferred_interrupts` holds it back until a block
+  ends (every atomic write runs in one).
 - :func:`setup_logging`: one logger per process, to stderr and optionally a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -27,7 +29,7 @@ from typing import Any, Callable, IO
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "fsync_dir",
            "remove_stale_temps", "raise_on_interrupt", "setup_logging", "start_resource_tracker",
            "die_with_parent", "DirLock", "LockedError", "forget_handled_interrupt", "ignore_interrupts",
-           "check_interrupt",
+           "check_interrupt", "deferred_interrupts",
            "LOG_FORMAT"]
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(processName)s] %(name)s: %(message)s"
@@ -62,8 +64,15 @@ def fsync_dir(directory: str | os.PathLike) -> None:
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
     """Call ``write(fileobj)`` on a binary temp file next to `path`, fsync, rename, fsync dir.
 
-    The temp file is removed if `write` raises; the directory is created if missing.
+    The temp file is removed if `write` raises; the directory is created if missing. A
+    signal caught by :func:`raise_on_interrupt` during the write raises only once the file
+    is in place (:func:`deferred_interrupts`).
     """
+    with deferred_interrupts():
+        _atomic_write(path, write)
+
+
+def _atomic_write(path, write) -> None:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -122,8 +131,11 @@ def raise_on_interrupt() -> None:
     """
 
     def handler(signum, frame):
-        global _pending_interrupt
+        global _pending_interrupt, _deferred
         _pending_interrupt = signal.Signals(signum).name
+        if _defer_depth:
+            _deferred = _pending_interrupt
+            return
         raise KeyboardInterrupt(_pending_interrupt)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -131,6 +143,33 @@ def raise_on_interrupt() -> None:
 
 
 _pending_interrupt: str | None = None
+_defer_depth = 0  # open deferred_interrupts blocks of the main thread
+_deferred: str | None = None  # a signal that arrived inside them
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold back the ``KeyboardInterrupt`` of a signal caught by :func:`raise_on_interrupt`
+    until the (outermost) block ends, then raise it, unless the block raised. For writes a
+    signal must not cut short: raised inside the Python callback of a C++ writer
+    (``torch.save`` to a file object), it can abort the whole process. Python runs signal
+    handlers in the main thread only, so in other threads this does nothing."""
+    global _defer_depth, _deferred
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _defer_depth += 1
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        _defer_depth -= 1
+        name = None
+        if _defer_depth == 0:
+            name, _deferred = _deferred, None
+    if finished and name is not None:
+        raise KeyboardInterrupt(name)
 
 
 def check_interrupt() -> None:

@@ -336,3 +336,54 @@ def test_a_signal_swallowed_by_a_c_callback_still_stops_the_match():
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.split() == ["went", "on", "stopped", "by", "SIGINT", "clean"], p.stdout + p.stderr
     assert "Exception ignored" in p.stderr
+
+
+MID_WRITE = """
+import os, signal, sys
+import torch
+from c4fast.runtime import atomic_write, check_interrupt, deferred_interrupts, raise_on_interrupt
+
+raise_on_interrupt()
+path = sys.argv[1]
+state = {"w": torch.arange(300_000, dtype=torch.float32)}
+
+class Signalling:  # torch.save's C++ writer calls write(): SIGINT arrives inside that callback
+    def __init__(self, f):
+        self.f, self.sent = f, False
+    def write(self, b):
+        if not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return self.f.write(b)
+    def flush(self):
+        self.f.flush()
+
+try:
+    atomic_write(path, lambda f: torch.save(state, Signalling(f)))
+    print("not interrupted", flush=True)
+except KeyboardInterrupt as e:
+    print("interrupted after the write by", e, flush=True)
+assert torch.equal(torch.load(path)["w"], state["w"])
+try:  # a block that fails keeps its own error; the signal is still pending for check_interrupt
+    with deferred_interrupts():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise ValueError("the block's own error")
+except ValueError as e:
+    print("kept", e, flush=True)
+try:
+    check_interrupt()
+except KeyboardInterrupt as e:
+    print("pending", e, flush=True)
+"""
+
+
+def test_a_signal_during_an_atomic_write_is_raised_once_the_file_is_complete(tmp_path):
+    """SIGTERM inside torch.save's writer callback (what aborted a trainer stopped by the
+    loop mid-checkpoint): the checkpoint is written whole, then the interrupt is raised."""
+    path = tmp_path / "model.pt"
+    proc = subprocess.run([sys.executable, "-c", MID_WRITE, str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["interrupted after the write by SIGTERM", "kept the block's own error",
+                                        "pending SIGINT"], proc.stdout + proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temp file left
