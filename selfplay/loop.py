@@ -45,7 +45,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_inter
                             setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
-from selfplay.config import RunConfig
+from selfplay.config import RunConfig, SelfPlayConfig
 from selfplay.evaluation import EvalConfig, rate_checkpoint
 
 log = logging.getLogger("selfplay.loop")
@@ -79,13 +79,15 @@ class LoopConfig:
 def _preset(name: str, net: str, gpus: int, workers: int, games: int, full: int, fast: int, prob: float,
             server_threads: int, train_threads: int, per_size: int, ratio: float, window_c: float,
             checkpoint_every: int, evaluation: EvalConfig, samples_per_shard: int,
-            reload_interval: float = 5.0, forward: str = "auto", value_mix: float = 0.0) -> LoopConfig:
+            reload_interval: float = 5.0, forward: str = "auto", value_mix: float = 0.0,
+            games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
                            threads=server_threads, samples_per_shard=samples_per_shard,
                            reload_interval=reload_interval, status_every=30.0, forward=forward,
-                           search=SearchConfig(full_playouts=full, fast_playouts=fast, full_probability=prob)),
+                           search=SearchConfig(full_playouts=full, fast_playouts=fast, full_probability=prob),
+                           selfplay=games_config),
         train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
                              train=TrainConfig(preset=net, per_size=per_size, lr=0.02, ratio=ratio, value_mix=value_mix,
                                                checkpoint_every=checkpoint_every,
@@ -105,9 +107,13 @@ PRESETS = {
     # CPU budget (docs/PERFORMANCE.md, measured): one server thread on ONNX Runtime (~1
     # core), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core;
     # value target 0.5 outcome + 0.5 root WDL: 0.63 [0.54, 0.71] in 60 pairs against the
-    # outcome-only target after 12 equal minutes (docs/ABLATIONS.md)
+    # outcome-only target after 12 equal minutes (docs/ABLATIONS.md); moves sampled at
+    # temperature 0.5^(1 + 2x) (0.5 at the first move, 0.125 on a full board; katac4's
+    # 0.8^(1 + x) before): 0.62 [0.55, 0.69] in 100 pairs after 60 equal minutes, 0.60
+    # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md)
     "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
-                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort", value_mix=0.5),
+                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort", value_mix=0.5,
+                   games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0)),
     "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
                    EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
