@@ -380,23 +380,6 @@ def bench_search_share(preset: str = "cpu_small", games: int = 64, playouts: int
           seconds=round(total, 2), evals_per_s=round(evals / total, 1))
 
 
-def play_positions(n: int, seed: int = 3) -> list:
-    """`n` unfinished positions on random Saiblo boards (9..12 x 9..12, a random forbidden
-    cell) after 4..30 uniformly random plies."""
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < n:
-        h, w = int(rng.integers(9, 13)), int(rng.integers(9, 13))
-        g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
-        for _ in range(int(rng.integers(4, 31))):
-            if g.result is not None:
-                break
-            g.play(int(rng.choice(g.legal_moves())))
-        if g.result is None:
-            out.append(g)
-    return out
-
-
 def bench_play(forwards, seconds_per_move: float = 0.2, positions: int = 30, seed: int = 3,
                games: int = 2) -> None:
     """Playouts of a fresh search (no graph kept) by the shipped net's player per forward in
@@ -404,11 +387,11 @@ def bench_play(forwards, seconds_per_move: float = 0.2, positions: int = 30, see
     against ``alphabeta`` at the same time per move, where the player keeps its graph between
     moves: the share of each move's root visits kept from the last move (``reused``). Moves
     decided by the exact endgame solve are left out."""
-    from c4fast.players.bots import AlphaBetaPlayer
+    from c4fast.players.bots import AlphaBetaPlayer, random_positions
     from nets.players import make_player
 
     pt = SHIPPED["cpu_small"]
-    starts = play_positions(positions, seed)
+    starts = random_positions(positions, seed, plies=(4, 30))
     for fwd in forwards:
         path = pt[:-3] + ".npz" if fwd == "numpy" else pt
         p = make_player(f"net:{path}:{seconds_per_move}s", threads=1, forward=fwd)
@@ -425,8 +408,9 @@ def bench_play(forwards, seconds_per_move: float = 0.2, positions: int = 30, see
                    mean_playouts=round(float(np.mean(counts)), 1),
                    playouts_per_s=round(float(np.median(counts)) / seconds_per_move, 1))
         kept = []
-        for i, g in enumerate(play_positions(games, seed + 1)):
-            g = c4fast.Game(g.height, g.width, g.forbidden)
+        rng = np.random.default_rng(seed + 1)
+        for i in range(games):
+            g = c4fast.Game.random(rng)
             ab = AlphaBetaPlayer(seconds_per_move, seed=i)
             p.reset(g)
             ab.reset(g)

@@ -505,9 +505,10 @@ def play_game(first: Player, second: Player, game: Game) -> Game:
     return g
 
 
-def random_positions(n: int, seed: int, sizes=None) -> list[Game]:
+def random_positions(n: int, seed: int, sizes=None, plies: tuple[int, int] | None = None) -> list[Game]:
     """`n` running positions: random Saiblo setups (or random sizes `sizes`) after a
-    random number of uniformly random moves."""
+    random number of uniformly random moves (uniform in ``plies`` = (lo, hi) inclusive;
+    default 0 .. half the cells)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:
@@ -517,7 +518,7 @@ def random_positions(n: int, seed: int, sizes=None) -> list[Game]:
             h, w = (int(rng.choice(sizes)) for _ in range(2))
             f = (int(rng.integers(h)), int(rng.integers(w))) if rng.random() < 0.75 else None
             g = Game(h, w, f)
-        k = int(rng.integers(0, g.height * g.width // 2))
+        k = int(rng.integers(0, g.height * g.width // 2) if plies is None else rng.integers(plies[0], plies[1] + 1))
         for _ in range(k):
             if g.result is not None:
                 break
