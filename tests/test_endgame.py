@@ -120,7 +120,7 @@ def test_a_timed_net_player_keeps_its_graph_between_moves_and_a_playout_budget_d
     from c4fast.mcgs import _lookup
 
     rng = np.random.default_rng(2)
-    for seconds, playouts in ((0.05, 0), (0.0, 60)):
+    for seconds, playouts in ((0.2, 0), (0.0, 60)):
         p = NetPlayer("uniform", playouts=playouts, seconds=seconds, evaluator=UniformEvaluator(),
                       search=SearchConfig(leaves_per_step=4), endgame=EndgameConfig(max_empty=0))
         g = c4fast.Game(6, 7)
@@ -128,9 +128,10 @@ def test_a_timed_net_player_keeps_its_graph_between_moves_and_a_playout_budget_d
         reused = []
         while g.result is None:
             expect = 0
-            if p.search is not None and p._keep and seconds:
-                _, node = _lookup(p.search.graph, g.state[0]["hash"])
-                expect = int(p.search.graph.visits[node]) if node >= 0 else 0
+            gs = p.search
+            if gs is not None and p._keep and seconds and not gs.pool_full and 2 * gs.num_nodes <= len(gs.graph.key):
+                _, node = _lookup(gs.graph, g.state[0]["hash"])  # (a graph over half full is cleared)
+                expect = int(gs.graph.visits[node]) if node >= 0 else 0
             col = p.choose(g.copy())
             a = p.analysis()
             assert a["reused"] == expect and a["playouts"] >= expect
