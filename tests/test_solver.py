@@ -219,6 +219,33 @@ def test_small_boards_against_brute_force(solver, multi):
         assert best == [c for c in sorted(scores) if scores[c] == ref], repr(g)
 
 
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
+
+
+def test_outcome_moves_against_brute_force(solver, multi):
+    """Columns keeping the result (AlphaZero.jl's criterion), against plain negamax scores."""
+    kinds = set()
+    for g in _random_small_positions(60, seed=12, max_empty=10):
+        memo: dict = {}
+        ref = {}
+        cells = g.height * g.width - (g.forbidden is not None)
+        for c in g.legal_moves():
+            g2 = g.copy()
+            g2.play(c)
+            if g2.result is None:
+                ref[c] = -brute_score(g2, memo)
+            else:
+                ref[c] = 0 if g2.result == 0 else (cells + 1 - g.ply) // 2
+        want = max(_sign(v) for v in ref.values())
+        expected = sorted(c for c, v in ref.items() if _sign(v) == want)
+        kinds.add(want)
+        assert solver.outcome_moves(g) == expected, repr(g)
+        assert multi.outcome_moves(g) == expected, repr(g)
+        assert set(solver.best_moves(g)) <= set(expected), repr(g)
+    assert kinds == {-1, 0, 1}  # won, drawn and lost positions were all covered
+
+
 def test_large_board_endgame_uses_multi_word_engine(solver):
     """A 9x11 board with a forbidden cell, filled at random to a few empty cells."""
     rng = np.random.default_rng(5)
@@ -302,14 +329,93 @@ def test_solverbench(tmp_path, capsys):
     assert rc == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [r["file"] for r in recs] == ["Test_L3_R1", "Test_L2_R1", "all"]
-    assert all(r["fraction"] == 1.0 for r in recs)
-    assert cache.is_file() and len(json.loads(cache.read_text())["best_moves"]) == 30
+    assert all(r["fraction"] == 1.0 and r["outcome_fraction"] == 1.0 for r in recs)
+    cached = json.loads(cache.read_text())
+    assert len(cached["best_moves"]) == 30 and len(cached["outcome_moves"]) == 30
+    for moves, best in cached["best_moves"].items():  # the weaker criterion admits more
+        assert set(best) <= set(cached["outcome_moves"][moves])
     # random is worse than perfect; the cache gives the same answer
     rc = solverbench.main(["--player", "random", "--files", *files, "--limit", "15",
                            "--cache", str(cache)])
     assert rc == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert recs[-1]["positions"] == 30 and recs[-1]["fraction"] < 1.0
+    assert all(r["fraction"] <= r["outcome_fraction"] for r in recs)
+    assert recs[-1]["optimal"] == sum(r["optimal"] for r in recs[:-1])
+    assert recs[-1]["outcome_optimal"] == sum(r["outcome_optimal"] for r in recs[:-1])
+
+
+def test_solverbench_reads_a_version_1_cache(tmp_path, capsys):
+    """A cache from before the outcome criterion still serves its optimal moves."""
+    if not PONS_DIR.is_dir():
+        pytest.skip("no Pons data")
+    f = PONS_DIR / "Test_L3_R1"
+    moves = [m for m, _ in sv.read_pons_file(f, 4)]
+    # deliberately wrong entries (no column is optimal) prove the file is read
+    cache = tmp_path / "v1.json"
+    cache.write_text(json.dumps({"version": 1, "best_moves": {m: [] for m in moves}}))
+    assert solverbench.main(["--player", "solver", "--files", str(f), "--limit", "4",
+                             "--cache", str(cache)]) == 0
+    rec = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rec["optimal"] == 0 and rec["outcome_optimal"] == 4
+    saved = json.loads(cache.read_text())
+    assert saved["version"] == solverbench.CACHE_VERSION and len(saved["outcome_moves"]) == 4
+
+
+def test_solved_table_export_and_use(tmp_path, capsys):
+    """--export-solved writes the solver's move sets; a later run reads them before solving."""
+    if not PONS_DIR.is_dir():
+        pytest.skip("no Pons data")
+    f = PONS_DIR / "Test_L2_R1"
+    table = tmp_path / "solved.tsv"
+    assert solverbench.main(["--export-solved", str(table), "--files", str(f), "--limit", "6",
+                             "--no-cache"]) == 0
+    recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert recs[0]["file"] == "Test_L2_R1" and recs[-1]["positions"] == 6
+    got = solverbench.read_solved_table(table)
+    solver = sv.Solver(18)
+    for moves, _ in sv.read_pons_file(f, 6):
+        g = sv.pons_game(moves)
+        assert got["best_moves"][moves] == solver.best_moves(g)
+        assert got["outcome_moves"][moves] == solver.outcome_moves(g)
+    # a table that calls every legal column optimal: the random player then scores 100 %
+    lines = [ln for ln in table.read_text().splitlines() if not ln.startswith("#")]
+    table.write_text("".join(f"{ln.split(chr(9))[0]}\t1234567\t1234567\n" for ln in lines))
+    args = ["--player", "random", "--files", str(f), "--limit", "6", "--solved-table", str(table)]
+    assert solverbench.main([*args, "--cache", str(tmp_path / "c.json")]) == 0
+    rec = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rec["optimal"] == rec["outcome_optimal"] == 6
+    assert not (tmp_path / "c.json").exists()  # nothing had to be solved
+    # a malformed table is a clear error before any work
+    for bad in ("4455\t8\t8\n", "4455\t37\n", "4455\t37\t1\n", "44x5\t1\t1\n"):
+        table.write_text(bad)
+        assert solverbench.main([*args, "--no-cache"]) == 0  # --no-cache skips the table
+        capsys.readouterr()
+        assert solverbench.main([*args, "--cache", str(tmp_path / "c.json")]) == 2
+        assert "line 1" in capsys.readouterr().err
+
+
+def test_shipped_solved_table():
+    """The repository's table covers the five default files and agrees with the solver."""
+    if not solverbench.SOLVED_TABLE.is_file():
+        pytest.skip("no solved-move table")
+    table = solverbench.read_solved_table(solverbench.SOLVED_TABLE)
+    solver = sv.Solver(20)
+    rng = random.Random(28)
+    for name in solverbench.DEFAULT_FILES:
+        entries = pons_entries(name)
+        for moves, score in entries:
+            best, kept = table["best_moves"][moves], table["outcome_moves"][moves]
+            legal = sv.pons_game(moves).legal_moves()
+            assert set(best) <= set(kept) <= set(legal) and best, moves
+            if score < 0:
+                assert kept == sorted(legal), moves  # lost: every column keeps the result
+        if name.startswith("Test_L1"):
+            continue  # minutes to re-solve; the L2/L3 samples check the writer
+        for moves, _ in rng.sample(entries, 8):
+            g = sv.pons_game(moves)
+            assert table["best_moves"][moves] == solver.best_moves(g), moves
+            assert table["outcome_moves"][moves] == solver.outcome_moves(g), moves
 
 
 def test_solverbench_errors(tmp_path, capsys):

@@ -1051,6 +1051,38 @@ class Solver:
         return out
 
 
+    def outcome_moves(self, game: Game) -> list[int]:
+        """All columns that keep the position's game-theoretic result (win, draw or loss).
+
+        A weaker criterion than :meth:`best_moves`: a slower win still counts, and in a
+        lost position every column does.  It is the criterion of AlphaZero.jl's Pons
+        benchmark (a move is correct when ``sign`` of its score is the best sign).
+        """
+        if game.result is not None:
+            raise ValueError(f"the game is over (result {game.result}): nothing to solve")
+        if self.at_least(game, 1):
+            want = 1
+        elif self.at_least(game, 0):
+            want = 0
+        else:
+            return sorted(game.legal_moves())  # lost: every column keeps the result
+        out = []
+        for c in game.legal_moves():
+            g2 = game.copy()
+            g2.play(c)
+            if g2.result is None:
+                # our sign is -sign(score(child))
+                if want == 1:
+                    ok = not self.at_least(g2, 0)  # score(child) <= -1
+                else:
+                    ok = self.at_least(g2, 0) and not self.at_least(g2, 1)  # score(child) == 0
+            else:
+                ok = (1 if g2.result != 0 else 0) == want  # a move that ends the game wins or draws
+            if ok:
+                out.append(c)
+        return out
+
+
 _DEFAULT_SOLVER: Solver | None = None
 
 
