@@ -410,9 +410,7 @@ def test_shipped_solved_table():
             assert set(best) <= set(kept) <= set(legal) and best, moves
             if score < 0:
                 assert kept == sorted(legal), moves  # lost: every column keeps the result
-        if name.startswith("Test_L1"):
-            continue  # minutes to re-solve; the L2/L3 samples check the writer
-        for moves, _ in rng.sample(entries, 8):
+        for moves, _ in rng.sample(entries, 4 if name.startswith("Test_L1") else 8):
             g = sv.pons_game(moves)
             assert table["best_moves"][moves] == solver.best_moves(g), moves
             assert table["outcome_moves"][moves] == solver.outcome_moves(g), moves
