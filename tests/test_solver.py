@@ -324,8 +324,9 @@ def test_solverbench(tmp_path, capsys):
         pytest.skip("no Pons data")
     cache = tmp_path / "cache.json"
     files = [str(PONS_DIR / "Test_L3_R1"), str(PONS_DIR / "Test_L2_R1")]
+    no_table = ["--solved-table", str(tmp_path / "none.tsv")]  # exercise the cache, not the table
     rc = solverbench.main(["--player", "solver", "--files", *files, "--limit", "15",
-                           "--cache", str(cache), "--tt-log2", "18"])
+                           "--cache", str(cache), "--tt-log2", "18", *no_table])
     assert rc == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [r["file"] for r in recs] == ["Test_L3_R1", "Test_L2_R1", "all"]
@@ -336,7 +337,7 @@ def test_solverbench(tmp_path, capsys):
         assert set(best) <= set(cached["outcome_moves"][moves])
     # random is worse than perfect; the cache gives the same answer
     rc = solverbench.main(["--player", "random", "--files", *files, "--limit", "15",
-                           "--cache", str(cache)])
+                           "--cache", str(cache), *no_table])
     assert rc == 0
     recs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert recs[-1]["positions"] == 30 and recs[-1]["fraction"] < 1.0
@@ -355,7 +356,7 @@ def test_solverbench_reads_a_version_1_cache(tmp_path, capsys):
     cache = tmp_path / "v1.json"
     cache.write_text(json.dumps({"version": 1, "best_moves": {m: [] for m in moves}}))
     assert solverbench.main(["--player", "solver", "--files", str(f), "--limit", "4",
-                             "--cache", str(cache)]) == 0
+                             "--cache", str(cache), "--solved-table", str(tmp_path / "none.tsv")]) == 0
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["optimal"] == 0 and rec["outcome_optimal"] == 4
     saved = json.loads(cache.read_text())
