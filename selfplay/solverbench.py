@@ -14,7 +14,7 @@ with the totals::
 ``Test_L1_R3`` (opening positions with 29..40 moves left) takes minutes per position
 to solve without an opening book, so the default file list skips it (a note goes to
 stderr); name it with ``--files`` to include it.  Solving the ``L1`` positions takes
-most of an hour on two cores, so the move sets of every position of the five default
+about twenty minutes on two cores, so the move sets of every position of the five default
 files ship with the repository (``data/pons-connect4/solved_moves.tsv``, written by
 ``--export-solved``); positions not in it are solved and kept in a JSON cache
 (``--cache``, default under ``$XDG_CACHE_HOME/c4fast``).  ``--no-cache`` uses neither.
