@@ -26,6 +26,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -116,11 +117,12 @@ def _play_pair(args):
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
                threads: int = 1, forbidden: bool = True, opening_plies: int | None = None,
-               forward: str = "auto") -> list[dict]:
+               forward: str = "auto", on_pair: Callable[[], None] | None = None) -> list[dict]:
     """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
     out_path, flushed per game). ``forbidden=False`` plays standard boards. `threads` and
     `forward` (:data:`nets.config.PLAY_FORWARDS`) apply to every ``net:`` player.
-    ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`)."""
+    ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`).
+    ``on_pair``: called with no argument after each finished pair (a caller's status lines)."""
     sizes = sizes or parse_sizes("saiblo")
     plies = default_opening_plies(forbidden) if opening_plies is None else int(opening_plies)
     if plies < 0:
@@ -150,6 +152,8 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
                     fh.flush()
             if bar:
                 bar.update(2)
+            if on_pair is not None:
+                on_pair()
         if pool is not None:
             pool.close()
             pool.join()

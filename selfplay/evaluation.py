@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import field
 
 from c4fast.cli import opt
@@ -43,9 +44,10 @@ class EvalConfig:
 
 
 def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int, run_dir: str,
-                    samples: int, run_seconds: float) -> dict | None:
+                    samples: int, run_seconds: float, on_pair: Callable[[], None] | None = None) -> dict | None:
     """Play `path` against the anchors and refit; returns ``{step, elo, lo, hi, width}`` or
-    None when the ratings cannot be fitted yet (the games are kept either way)."""
+    None when the ratings cannot be fitted yet (the games are kept either way). ``on_pair``
+    is called after each finished pair (the loop keeps its status lines going with it)."""
     from nets.checkpoint import checkpoint_step
     from selfplay.arena import play_match
     from selfplay.elo import fit_ratings, load_records
@@ -57,7 +59,7 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     t0 = time.monotonic()
     for anchor in ev.anchors:
         play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=seed * 1_000_003 + step, out_path=arena,
-                   sizes=sizes, forbidden=forbidden)
+                   sizes=sizes, forbidden=forbidden, on_pair=on_pair)
     try:
         ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else None,
                               prior_games=1.0)

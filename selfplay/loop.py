@@ -114,7 +114,11 @@ PRESETS = {
     "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
                    EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort", value_mix=0.5,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0)),
-    "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 16, 4.0, 250_000, 500,
+    # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
+    # H100 a step of 64 per size costs no more than one of 16 (217 vs 247 ms, 4,721 vs 1,036
+    # samples/s, `nets.train --bench --device cuda`), and in a 20-minute loop it trained
+    # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md)
+    "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 64, 4.0, 250_000, 500,
                    EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)
@@ -255,11 +259,21 @@ class Loop:
             return False
         elo = rate_checkpoint(path, self.cfg.eval, parse_sizes(self.cfg.sizes),
                               self.cfg.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
-                              self._count_samples(), self.state["elapsed"] + self._run_time())
+                              self._count_samples(), self.state["elapsed"] + self._run_time(),
+                              on_pair=self._maybe_status if self.t_start is not None else None)
         self.state["evaluated"].append(path)
         if elo is not None:
             self.state["latest_elo"] = elo
         return True
+
+    def _maybe_status(self) -> None:
+        """Log the status line and save the state when one is due (also between the games of
+        an evaluation, which can take minutes)."""
+        now = time.monotonic()
+        if now >= self._next_status:
+            log.info("%s", self.status_line())
+            self._save_state()
+            self._next_status = now + self.cfg.status_every
 
     def _run_time(self) -> float:
         """Seconds of the current run not yet added to state['elapsed']."""
@@ -316,7 +330,7 @@ class Loop:
         self._save_state()
         self._start_children(budget)
         next_eval = time.monotonic() + self.cfg.eval.every_min * 60
-        next_status = time.monotonic() + min(5.0, self.cfg.status_every)
+        self._next_status = time.monotonic() + min(5.0, self.cfg.status_every)
         interrupted = False
         try:
             while self._run_time() < budget and evals_left():
@@ -330,10 +344,7 @@ class Loop:
                     except Exception as e:  # noqa: BLE001 - evaluation must not stop training
                         log.warning("evaluation failed: %s: %s", type(e).__name__, e)
                     next_eval = time.monotonic() + self.cfg.eval.every_min * 60
-                if now >= next_status:
-                    log.info("%s", self.status_line())
-                    self._save_state()
-                    next_status = now + self.cfg.status_every
+                self._maybe_status()
         except KeyboardInterrupt:
             interrupted = True
             log.info("interrupted: stopping self-play and the trainer (the same command resumes)")

@@ -155,7 +155,7 @@ def run(cfg: RunConfig) -> dict:
                                 policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
                                 samples_per_shard=cfg.samples_per_shard, config_json=config_json,
                                 node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
-                                shard_seconds=cfg.shard_seconds))
+                                shard_seconds=cfg.shard_seconds, workers=workers))
 
     def spawn(w):
         p = ctx.Process(target=worker_main, args=(specs[w], queues[w % n_servers].handles, stop, stats_q),

@@ -36,8 +36,10 @@ def test_arena_pairs_swap_colours_on_identical_boards(tmp_path):
     from selfplay.arena import play_match, summarize
 
     out = tmp_path / "games.jsonl"
-    recs = play_match("greedy", "random", 3, workers=1, seed=5, out_path=str(out))
-    assert len(recs) == 6
+    lines_at_call = []  # on_pair runs after each pair, once its two games are written
+    recs = play_match("greedy", "random", 3, workers=1, seed=5, out_path=str(out),
+                      on_pair=lambda: lines_at_call.append(len(out.read_text().splitlines())))
+    assert len(recs) == 6 and lines_at_call == [2, 4, 6]
     by_pair = {}
     for r in recs:
         by_pair.setdefault(r["pair"], []).append(r)

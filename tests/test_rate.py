@@ -61,3 +61,19 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
     (tmp_path / "file").write_text("x")
     proc = rate(tmp_path / checkpoint_name(1), "--out", tmp_path / "file")
     assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_rate_checkpoint_calls_back_after_every_pair(tmp_path):
+    """The loop keeps its status lines going through an evaluation with this callback."""
+    from selfplay.evaluation import EvalConfig, rate_checkpoint
+
+    m = perturbed_model("tiny", 7)
+    path = tmp_path / checkpoint_name(7)
+    save_checkpoint(path, m, m.config, 7)
+    calls = []
+    games = tmp_path / "arena" / "games.jsonl"
+    ev = EvalConfig(pairs=2, playouts=4, anchors=("random", "greedy"))
+    elo = rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0,
+                          on_pair=lambda: calls.append(len(games.read_text().splitlines())))
+    assert calls == [2, 4, 6, 8]  # 2 anchors x 2 pairs, each call after its pair's 2 games are written
+    assert elo is not None and elo["step"] == 7 and elo["lo"] <= elo["elo"] <= elo["hi"]

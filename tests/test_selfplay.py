@@ -28,7 +28,7 @@ from nets.shards import (
     validate_shard,
 )
 
-from selfplay.worker import SURPRISE_PRIOR_FLOOR, policy_surprise
+from selfplay.worker import SURPRISE_PRIOR_FLOOR, first_size_index, policy_surprise
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "24",
@@ -247,3 +247,24 @@ def test_help_lists_every_flag():
     for flag in ("--gpus", "--workers", "--games-per-worker", "--model", "--out", "--max-games",
                  "--max-samples", "--time", "--preset", "--seed", "--sizes"):
         assert flag in proc.stdout
+
+
+@settings(deadline=None, max_examples=200)
+@given(workers=st.integers(1, 40), num_sizes=st.integers(1, 16), tag=st.text(max_size=8))
+def test_workers_start_spread_over_the_sizes(workers, num_sizes, tag):
+    """Every size is the first of floor or ceil(workers / sizes) workers, and workers that
+    start on neighbouring sizes are as far apart as the counts allow."""
+    starts = [first_size_index(i, workers, num_sizes, tag) for i in range(workers)]
+    assert all(0 <= k < num_sizes for k in starts)
+    counts = [starts.count(k) for k in range(num_sizes)]
+    assert max(counts) - min(counts) <= 1 and sum(counts) == workers
+    if workers <= num_sizes:  # distinct, and cyclic gaps of floor or ceil(num_sizes / workers)
+        ring = sorted(starts)
+        gaps = [(ring[(j + 1) % workers] - ring[j]) % num_sizes or num_sizes for j in range(workers)]
+        assert set(gaps) <= {num_sizes // workers, -(-num_sizes // workers)}
+
+
+def test_first_size_index_rejects_bad_arguments():
+    for args in ((8, 8, 16), (-1, 8, 16), (0, 1, 0)):
+        with pytest.raises(ValueError):
+            first_size_index(*args)
