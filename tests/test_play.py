@@ -179,6 +179,26 @@ def test_every_play_forward_computes_the_checkpoints_net(forward):
     assert ev.evals == 36
 
 
+@pytest.mark.parametrize("name", ["c4fast_cpu", "c4fast_gpu", "c4fast_std6x7"])
+def test_each_shipped_npz_is_its_checkpoints_net(name):
+    """models/NAME.npz (the torch-free export) computes models/NAME.pt's net (fp32)."""
+    from nets.backends import tolerance_of
+    from nets.checkpoint import load_checkpoint
+    from nets.netplayer import load_evaluator
+    from nets.selfcheck import compare
+
+    model, _, _ = load_checkpoint(ROOT / "models" / f"{name}.pt", map_location="cpu")
+    ev = load_evaluator(str(ROOT / "models" / f"{name}.npz"), threads=1)
+    tol = tolerance_of("numpy")
+    for h, w in ((6, 7), (10, 11)):
+        x = _positions_of_random_games(h, w, 8, seed=h + w)
+        logits, wdl = ev.evaluate(x, None)
+        with torch.no_grad():
+            pol, val = model.eval()(torch.from_numpy(x))
+        err = compare(logits.reshape(8, -1), wdl, pol.flatten(1).numpy(), torch.softmax(val, 1).numpy())
+        assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
+
+
 def test_play_forward_choices_are_checked(tiny_model):
     from nets.netplayer import load_evaluator
     from nets.players import make_player
