@@ -299,7 +299,7 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
     rng = np.random.default_rng(spec.seed_sequence())
     ids = game_id_stream(spec)
     sizes = list(spec.sizes)
-    k = first_size_index(spec.index, max(spec.workers, spec.index + 1), len(sizes), spec.node_tag)
+    k = first_size_index(spec.index, spec.workers, len(sizes), spec.node_tag)
     last_report = time.monotonic()
     totals = Stats()
 
