@@ -129,6 +129,19 @@ class BestMovesCache:
             print(f"note: could not write the cache {self.path}: {e}", file=sys.stderr)
 
 
+PROGRESS_SECONDS = 30.0  # solving L1 positions takes minutes
+
+
+def _progress(last: float, line: str) -> float:
+    """Print `line` to stderr if PROGRESS_SECONDS have passed since `last` (perf_counter
+    seconds); returns the time of the latest line."""
+    now = time.perf_counter()
+    if now - last <= PROGRESS_SECONDS:
+        return last
+    print(line, file=sys.stderr, flush=True)
+    return now
+
+
 def bench_player(player, path, limit: int | None, solver: sv.Solver,
                  cache: BestMovesCache) -> dict:
     """Fraction of the positions of one Pons file where `player` plays an optimal move
@@ -138,9 +151,7 @@ def bench_player(player, path, limit: int | None, solver: sv.Solver,
     t_player = 0.0
     t0 = last = time.perf_counter()
     for i, (moves, _) in enumerate(entries):
-        if time.perf_counter() - last > 30:  # solving L1 positions takes minutes
-            last = time.perf_counter()
-            print(f"{Path(path).name}: {i}/{len(entries)} positions", file=sys.stderr, flush=True)
+        last = _progress(last, f"{Path(path).name}: {i}/{len(entries)} positions")
         best = cache.get(solver, moves)
         g = sv.pons_game(moves)
         player.reset(g)
@@ -172,9 +183,7 @@ def export_solved(path: Path, files: list[Path], limit: int | None, solver: sv.S
         t0 = last = time.perf_counter()
         for i, (moves, _) in enumerate(todo, 1):
             entries[moves] = {k: cache.get(solver, moves, k) for k in BestMovesCache.KINDS}
-            if time.perf_counter() - last > 30:
-                last = time.perf_counter()
-                print(f"{f.name}: {i}/{len(todo)} positions solved", file=sys.stderr, flush=True)
+            last = _progress(last, f"{f.name}: {i}/{len(todo)} positions solved")
         cache.save()
         print(json.dumps({"file": f.name, "positions": len(todo),
                           "seconds": round(time.perf_counter() - t0, 3)}), flush=True)
