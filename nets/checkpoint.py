@@ -20,7 +20,7 @@ import torch
 
 import c4fast
 from c4fast.runtime import atomic_write
-from nets.config import NetConfig
+from nets.config import NetConfig, encoding_of
 from nets.model import Net
 
 __all__ = [
@@ -78,8 +78,8 @@ def save_checkpoint(
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": config.to_dict(),
-        "encoding_version": int(c4fast.ENCODING_VERSION),
-        "num_planes": int(c4fast.NUM_PLANES),
+        "encoding_version": encoding_of(config.in_planes),
+        "num_planes": int(config.in_planes),
         "step": int(step),
         "state_dict": state,
         "extra": extra,
@@ -112,7 +112,7 @@ def load_checkpoint(
     Returns ``(model, config, meta)``: the model is built from the stored config, loaded
     strictly and put in eval mode on `map_location`; meta holds every stored key except
     ``state_dict`` plus ``"path"``. Raises :class:`CheckpointError` naming the mismatch for
-    unreadable/foreign files, encoding version or plane count different from c4fast's,
+    unreadable/foreign files, an encoding version c4fast cannot read or a plane count not its,
     weights not fitting the config, or a config different from `expect_config`.
     """
     path = os.fspath(path)
@@ -123,24 +123,25 @@ def load_checkpoint(
             f"checkpoint {path!r} has format_version {version!r}; this code reads {FORMAT_VERSION}"
         )
     enc = obj.get("encoding_version")
-    if enc != c4fast.ENCODING_VERSION:
+    known = c4fast.PLANES_OF_VERSION
+    if enc not in known:
         raise CheckpointError(
-            f"checkpoint {path!r} uses encoding version {enc!r} but c4fast uses "
-            f"{c4fast.ENCODING_VERSION}"
+            f"checkpoint {path!r} uses encoding version {enc!r} but c4fast reads versions "
+            f"{sorted(known)} (newest {c4fast.ENCODING_VERSION})"
         )
     planes = obj.get("num_planes")
-    if planes != c4fast.NUM_PLANES:
+    if planes != known[enc]:
         raise CheckpointError(
-            f"checkpoint {path!r} has num_planes {planes!r} but c4fast has {c4fast.NUM_PLANES}"
+            f"checkpoint {path!r} has num_planes {planes!r} but encoding version {enc} has "
+            f"{known[enc]}"
         )
     try:
         config = NetConfig.from_dict(obj.get("config"))
     except ValueError as e:
         raise CheckpointError(f"checkpoint {path!r} has a bad config: {e}") from e
-    if config.in_planes != c4fast.NUM_PLANES:
+    if config.in_planes != planes:
         raise CheckpointError(
-            f"checkpoint {path!r} config has in_planes {config.in_planes} but c4fast has "
-            f"{c4fast.NUM_PLANES}"
+            f"checkpoint {path!r} config has in_planes {config.in_planes} but num_planes {planes}"
         )
     if expect_config is not None:
         diff = expect_config.diff(config)

@@ -45,6 +45,7 @@ import time
 import numpy as np
 import torch
 
+from c4fast.encode import NUM_PLANES
 from c4fast.game import SAIBLO_SIZES
 from nets.selfcheck import TOLERANCES, Tolerance, self_check
 
@@ -271,7 +272,7 @@ class GraphRunner:
     """
 
     def __init__(self, model, device, dtype=torch.bfloat16, sizes=DEFAULT_SIZES, max_batch: int = 4096,
-                 num_planes: int = 9, kind: str = "fused", graphs: bool = True, channels_last: bool = True,
+                 num_planes: int = NUM_PLANES, kind: str = "fused", graphs: bool = True, channels_last: bool = True,
                  check: bool = True):
         self.device = torch.device(device)
         if self.device.type != "cuda":

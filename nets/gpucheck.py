@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 
+import c4fast
 import numpy as np
 import torch
 
@@ -139,7 +140,7 @@ def _check_answers(client, model, sizes, tol, what: str) -> dict:
 
     worst = {"policy_rel": 0.0, "wdl_abs": 0.0}
     for i, (h, w) in enumerate(sizes):
-        x = random_planes(min(client.max_batch, 300 + 97 * i), 9, h, w, seed=100 + i)
+        x = random_planes(min(client.max_batch, 300 + 97 * i), c4fast.NUM_PLANES, h, w, seed=100 + i)
         pol, wdl = client.evaluate(x)
         err = compare(pol, wdl, *_reference(model, x))
         if not (err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs):
@@ -165,7 +166,7 @@ def check_servers_and_reload(preset: str, sizes, tmp: str) -> None:
     cfgs = [ServerConfig(device="cuda:0", model=models, reload_interval=0.2, sizes=sizes,
                          max_forward_batch=1024),
             ServerConfig(device=second, preset=preset, seed=5, sizes=sizes, max_forward_batch=1024)]
-    queues = [q.SharedQueue(ctx, 1, 1024, 9) for _ in cfgs]
+    queues = [q.SharedQueue(ctx, 1, 1024, c4fast.NUM_PLANES) for _ in cfgs]
     procs = [start_server(ctx, sq.handles, cfg, name=f"gpucheck-server-{i}") for i, (sq, cfg)
              in enumerate(zip(queues, cfgs))]
     tol = tolerance_for(torch.bfloat16, "cuda")
@@ -273,7 +274,7 @@ def bench_server(preset: str, seconds: float, peak, clients: int = 6, batch: int
     from nets.server import ServerConfig, request_shutdown, start_server
 
     ctx = mp.get_context("spawn")
-    sq = q.SharedQueue(ctx, clients, batch, 9)
+    sq = q.SharedQueue(ctx, clients, batch, c4fast.NUM_PLANES)
     cfg = ServerConfig(device="cuda:0", preset=preset, sizes=(size,), max_forward_batch=2 * batch)
     proc = start_server(ctx, sq.handles, cfg, name="gpucheck-bench-server")
     out_q = ctx.Queue()

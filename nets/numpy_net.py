@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from typing import Any
 
 import numpy as np
 
-from nets.config import NetConfig
+from nets.config import PLANES_OF_VERSION, NetConfig, encoding_of, take_planes
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 
@@ -109,7 +108,6 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     """
     import torch  # noqa: F401  (lazy: only the exporter needs torch)
 
-    import c4fast
     from c4fast.runtime import atomic_write
     from nets.checkpoint import load_checkpoint
 
@@ -125,8 +123,8 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     meta = {
         "format": NUMPY_FORMAT,
         "format_version": NUMPY_FORMAT_VERSION,
-        "encoding_version": int(c4fast.ENCODING_VERSION),
-        "num_planes": int(c4fast.NUM_PLANES),
+        "encoding_version": encoding_of(config.in_planes),
+        "num_planes": int(config.in_planes),
         "step": step,
     }
     arrays["__config__"] = np.array(json.dumps(config.to_dict()))
@@ -192,8 +190,9 @@ class NumpyNet:
     def load(cls, path: str | os.PathLike) -> "NumpyNet":
         """Read an exported ``.npz``; ValueError if it is not one or does not fit c4fast.
 
-        The encoding version is checked against ``c4fast`` only if c4fast is already
-        imported (so loading never pays for importing numba).
+        The file's encoding version and plane count must be one that c4fast reads
+        (``nets.config.PLANES_OF_VERSION``, kept equal to c4fast's without importing numba)
+        and fit the stored net's ``in_planes``.
         """
         path = os.fspath(path)
         try:
@@ -211,14 +210,12 @@ class NumpyNet:
                 f"{path!r} has format {meta.get('format')!r} v{meta.get('format_version')!r}; "
                 f"expected {NUMPY_FORMAT!r} v{NUMPY_FORMAT_VERSION}"
             )
-        c4 = sys.modules.get("c4fast")
-        if c4 is not None and hasattr(c4, "ENCODING_VERSION"):
-            if meta.get("encoding_version") != c4.ENCODING_VERSION or meta.get("num_planes") != c4.NUM_PLANES:
-                raise ValueError(
-                    f"{path!r} has encoding version {meta.get('encoding_version')!r} with "
-                    f"{meta.get('num_planes')!r} planes; c4fast uses {c4.ENCODING_VERSION} with "
-                    f"{c4.NUM_PLANES}"
-                )
+        enc, planes = meta.get("encoding_version"), meta.get("num_planes")
+        if PLANES_OF_VERSION.get(enc) != planes or planes != config.in_planes:
+            raise ValueError(
+                f"{path!r} has encoding version {enc!r} with {planes!r} planes and a net of "
+                f"{config.in_planes} input planes; c4fast reads versions {PLANES_OF_VERSION}"
+            )
         return cls(config, arrays, meta)
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -226,10 +223,7 @@ class NumpyNet:
         value_logits (B, 3) float32 = (win, draw, loss) for the side to move)."""
         planes = np.asarray(planes)
         cfg, p = self.config, self.p
-        if planes.ndim != 4 or planes.shape[1] != cfg.in_planes:
-            raise ValueError(
-                f"expected planes of shape (B, {cfg.in_planes}, H, W), got {planes.shape}"
-            )
+        planes = take_planes(planes, cfg.in_planes)
         x = np.ascontiguousarray(planes.transpose(0, 2, 3, 1), dtype=np.float32)
         x = _conv3x3(x, p["input.w"], p["input.b"])
         for i in range(cfg.blocks):

@@ -26,7 +26,9 @@ of several finished games, grouped by board size so the trainer loads a size at 
         result int8 (M,) (0 draw, 1 / 2 winner), model_version int64 (M,)
 
 Planes are rebuilt exactly from (height, width, forbidden, stones, last, ply) with
-c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch.
+c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch, in the newest encoding: a
+shard of any encoding version c4fast knows reads (the attribute records what the
+writer used).
 
 Crash safety: a shard is written to ``NAME.h5.tmp``, closed, then renamed to
 ``NAME.h5``; readers only look at ``*.h5``. A writer killed mid-write leaves a
@@ -46,7 +48,7 @@ import numpy as np
 from c4fast import bitboard as bb
 from c4fast.evaluators import column_plane
 from c4fast.runtime import fsync_dir
-from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
+from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANES_OF_VERSION, encode_batch
 
 SCHEMA_VERSION = 1
 MAX_MOVES = 144
@@ -238,8 +240,9 @@ def read_shard(path: str) -> dict:
                              f"version {SCHEMA_VERSION}")
         enc = f.attrs.get("encoding_version")
         enc = enc.item() if hasattr(enc, "item") else enc
-        if enc != ENCODING_VERSION:
-            raise ShardVersionError(f"shard {path!r} has encoding version {enc!r}; c4fast uses {ENCODING_VERSION}")
+        if enc not in PLANES_OF_VERSION:  # positions are stored, planes rebuilt: any known version reads
+            raise ShardVersionError(f"shard {path!r} has encoding version {enc!r}; c4fast reads "
+                                    f"{sorted(PLANES_OF_VERSION)}")
         out: dict = {}
         try:
             for name, g in f["samples"].items():

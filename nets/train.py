@@ -130,6 +130,11 @@ class TrainConfig:
         bad = [n for n in names if n not in PLANE_NAMES]
         if bad:
             raise ValueError(f"TrainConfig.drop_planes: unknown plane(s) {bad}; the planes are {list(PLANE_NAMES)}")
+        reads = get_preset(self.preset).in_planes
+        unread = [n for n in names if PLANE_NAMES.index(n) >= reads]
+        if unread:
+            raise ValueError(f"TrainConfig.drop_planes: net {self.preset!r} reads only the first {reads} planes, "
+                             f"not {unread}")
         return sorted({PLANE_NAMES.index(n) for n in names})
 
     def lr_at(self, step: int, progress: float | None = None) -> float:

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from c4fast.encode import NUM_PLANES
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
                             ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
@@ -134,7 +135,7 @@ def run(cfg: RunConfig) -> dict:
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
     queues, servers = [], []
     for s in range(n_servers):
-        sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, 9)
+        sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, NUM_PLANES)
         device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
         server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.net_preset, seed=cfg.seed,
                                   threads=cfg.threads if cfg.gpus == 0 else 0,

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import c4fast
 import numpy as np
 import pytest
 import torch
@@ -47,7 +48,7 @@ def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
     be = CpuBackend(model, kind, threads=1, calibration=calibration_planes(SIZES, 16, seed=1))
     for h, w in SIZES:
         for n in (1, 7):
-            x = random_planes(n, 9, h, w, seed=h * w + n).astype(np.float32)
+            x = random_planes(n, c4fast.NUM_PLANES, h, w, seed=h * w + n).astype(np.float32)
             pol, val = be(x)
             assert pol.shape == (n, h * w) and val.shape == (n, 3) and pol.dtype == np.float32
             within((pol, val), eager_out(model, x), tolerance_of(kind))
@@ -59,7 +60,7 @@ def test_a_reload_serves_the_new_weights_and_refuses_another_architecture(kind):
         pytest.importorskip("onnxruntime")
     a, b = perturbed_model("tiny", 3), perturbed_model("tiny", 4)
     be = CpuBackend(a, kind, threads=1)
-    x = random_planes(5, 9, 9, 10, seed=2).astype(np.float32)
+    x = random_planes(5, c4fast.NUM_PLANES, 9, 10, seed=2).astype(np.float32)
     within(be(x), eager_out(a, x), TOLERANCES["fp32"])
     be.load(b)
     within(be(x), eager_out(b, x), TOLERANCES["fp32"])
@@ -89,7 +90,7 @@ def test_calibration_positions_are_legal_positions_of_unfinished_games():
         assert (x[:, 3].sum((1, 2)) >= stones).all() and len(set(stones)) > 3  # varied depths
     with pytest.raises(ValueError, match="backend must be one of"):
         CpuBackend(perturbed_model("tiny", 0), "tensorrt")
-    assert Game(6, 7).planes().shape == (9, 6, 7)
+    assert Game(6, 7).planes().shape == (c4fast.NUM_PLANES, 6, 7)
 
 
 def test_without_onnxruntime_the_ort_backend_says_what_to_install():
@@ -121,7 +122,7 @@ def test_direct_forward_is_the_servers_forward():
 
     cfg = ServerConfig(preset="tiny", threads=1, seed=3, max_forward_batch=4)
     fwd = InferenceServer.direct_forward(cfg)
-    x = random_planes(10, 9, 6, 7, seed=1)  # > max_forward_batch: split into 3 calls
+    x = random_planes(10, c4fast.NUM_PLANES, 6, 7, seed=1)  # > max_forward_batch: split into 3 calls
     pol, wdl = fwd(torch.from_numpy(x))
     model, _, _ = load_model(cfg, torch.device("cpu"))
     ref = eager_out(model, x.astype(np.float32))
@@ -199,7 +200,7 @@ def test_keep_heap_mapped_stops_the_page_faults_of_the_cpu_forward():
             "if sys.argv[1] == 'on':\n    assert keep_heap_mapped()\n"
             "from nets.server import InferenceServer, ServerConfig\n"
             "fwd = InferenceServer.direct_forward(ServerConfig(preset='cpu_small', threads=1, forward='fused'))\n"
-            "x = torch.from_numpy((np.random.default_rng(0).random((96, 9, 12, 12)) < 0.3).astype(np.uint8))\n"
+            "x = torch.from_numpy((np.random.default_rng(0).random((96, 11, 12, 12)) < 0.3).astype(np.uint8))\n"
             "fwd(x); fwd(x)\n"
             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "for _ in range(5):\n    fwd(x)\n"

@@ -11,6 +11,7 @@ import time
 import warnings
 from pathlib import Path
 
+import c4fast
 import numpy as np
 import pytest
 import torch
@@ -49,7 +50,7 @@ def test_graphs_match_the_eager_fp32_forward_on_every_bucket():
     assert len(runner.graphs) == len(sizes) * len(runner.buckets) == len(runner.checks)
     for h, w in sizes:
         for b in runner.buckets:
-            x = random_planes(max(1, b - 5), 9, h, w, seed=b)
+            x = random_planes(max(1, b - 5), c4fast.NUM_PLANES, h, w, seed=b)
             assert_close(runner.run_sync(x), reference(model, x))
 
 
@@ -57,7 +58,7 @@ def test_fp32_graphs_match_within_the_tf32_tolerance():
     model = perturbed_model("cpu_small", 1)
     runner = GraphRunner(model, "cuda:0", torch.float32, sizes=((11, 9),), max_batch=256)
     runner.capture_all()
-    x = random_planes(200, 9, 11, 9)
+    x = random_planes(200, c4fast.NUM_PLANES, 11, 9)
     assert_close(runner.run_sync(x), reference(model, x), tolerance_for(torch.float32, "cuda"))
 
 
@@ -70,7 +71,7 @@ def test_a_graph_that_replays_nothing_fails_the_self_check():
     runner = GraphRunner(perturbed_model("b3c128nbt", 2), "cuda:0", torch.bfloat16, sizes=((9, 9),),
                          max_batch=64, check=False)
     runner.capture_all()
-    runner.run_sync(random_planes(64, 9, 9, 9))  # static outputs now hold a real answer
+    runner.run_sync(random_planes(64, c4fast.NUM_PLANES, 9, 9))  # static outputs now hold a real answer
     for g in runner.graphs.values():
         g.graph = _NoReplay()  # the empty graph of a capture on the wrong device's stream
     with pytest.raises(SelfCheckError, match="policy_rel"):
@@ -85,7 +86,7 @@ def test_in_process_capture_on_a_second_device():
     runner.capture_all()
     g = runner.graphs[(12, 12, 512)]
     assert g.pol.device == torch.device("cuda:1") and g.x.device == torch.device("cuda:1")
-    x = random_planes(300, 9, 12, 12)
+    x = random_planes(300, c4fast.NUM_PLANES, 12, 12)
     assert_close(runner.run_sync(x), reference(model, x, "cuda:1"), BF16)
 
 
@@ -105,7 +106,7 @@ def servers():
     started = []
 
     def make(cfg, slots=1, max_batch=512):
-        sq = q.SharedQueue(CTX, slots, max_batch, 9)
+        sq = q.SharedQueue(CTX, slots, max_batch, c4fast.NUM_PLANES)
         started.append((sq, start_server(CTX, sq.handles, cfg)))
         return sq
 
@@ -127,7 +128,7 @@ def test_servers_on_two_devices_each_answer_with_their_own_net(servers):
             ServerConfig(device=second, preset="b3c128nbt", seed=2, sizes=sizes, max_forward_batch=512)]
     clients = [q.InferenceClient(servers(cfg).handles, 0, start_timeout=600) for cfg in cfgs]
     for h, w in sizes:
-        x = random_planes(333, 9, h, w, seed=h + w)
+        x = random_planes(333, c4fast.NUM_PLANES, h, w, seed=h + w)
         answers = []
         for c, cfg in zip(clients, cfgs):
             pol, wdl = c.evaluate(x)
@@ -145,7 +146,7 @@ def test_hot_reload_copies_weights_without_recapture(servers, tmp_path):
     sq = servers(ServerConfig(device="cuda:0", model=str(tmp_path), reload_interval=0.1, sizes=((10, 11),),
                               max_forward_batch=256), max_batch=256)
     c = q.InferenceClient(sq.handles, 0, start_timeout=600)
-    x = random_planes(250, 9, 10, 11)
+    x = random_planes(250, c4fast.NUM_PLANES, 10, 11)
     assert_close(c.evaluate(x), reference(m1, x))
     captures = int(c.global_hdr[q.G_CAPTURES])
     assert captures == len(bucket_sizes(256))

@@ -66,7 +66,7 @@ def test_fused_net_matches_the_eager_model_on_several_sizes(preset):
     model = perturbed_model(preset, 0)
     fused = FusedNet.from_model(model)
     for h, w in SIZES:
-        x = torch.from_numpy(random_planes(6, 9, h, w, seed=h * w)).float()
+        x = torch.from_numpy(random_planes(6, c4fast.NUM_PLANES, h, w, seed=h * w)).float()
         with torch.no_grad():
             p_ref, v_ref = model(x)
             p, v = fused(x)
@@ -78,7 +78,7 @@ def test_fused_net_matches_the_eager_model_on_several_sizes(preset):
 
 def test_fused_net_accepts_uint8_and_channels_last_and_bf16():
     model = perturbed_model("cpu_small", 1)
-    x = random_planes(5, 9, 9, 10)
+    x = random_planes(5, c4fast.NUM_PLANES, 9, 10)
     ref = eager(model)(x)
     fused = FusedNet.from_model(model).to(memory_format=torch.channels_last)
     with torch.no_grad():
@@ -86,7 +86,7 @@ def test_fused_net_accepts_uint8_and_channels_last_and_bf16():
     err = compare(p.numpy(), torch.softmax(v, 1).numpy(), *ref)
     assert err["policy_rel"] < TOLERANCES["fp32"].policy_rel
     bf = FusedNet.from_model(model).to(torch.bfloat16)
-    err = self_check("bf16 fused", module_fn(bf, torch.bfloat16), eager(model), 9, 10, 64, 9, TOLERANCES["bf16"])
+    err = self_check("bf16 fused", module_fn(bf, torch.bfloat16), eager(model), 9, 10, 64, c4fast.NUM_PLANES, TOLERANCES["bf16"])
     assert err["policy_rel"] > 0  # really computed in bf16
 
 
@@ -96,7 +96,7 @@ def test_load_from_copies_in_place_and_checks_the_architecture():
     ptrs = {k: t.data_ptr() for k, t in fused.state_dict().items()}
     fused.load_from(b)
     assert {k: t.data_ptr() for k, t in fused.state_dict().items()} == ptrs
-    x = random_planes(7, 9, 6, 7)
+    x = random_planes(7, c4fast.NUM_PLANES, 6, 7)
     err = compare(*module_fn(fused)(x), *eager(b)(x))
     assert err["policy_rel"] < 1e-5 and err["wdl_abs"] < 1e-6
     with pytest.raises(ValueError, match="cpu_small"):
@@ -110,7 +110,7 @@ def test_inference_module_reload_keeps_tensor_addresses(kind):
     ptrs = [t.data_ptr() for t in net.state_dict().values()]
     load_inference_weights(net, b)
     assert [t.data_ptr() for t in net.state_dict().values()] == ptrs
-    self_check(f"{kind} after reload", module_fn(fwd), eager(b), 9, 9, 16, 9, TOLERANCES["fp32"])
+    self_check(f"{kind} after reload", module_fn(fwd), eager(b), 9, 9, 16, c4fast.NUM_PLANES, TOLERANCES["fp32"])
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_compiled_forward_passes_the_self_check():
     """torch.compile of the fused net (inductor, CPU C++ backend): ~40 s to compile."""
     model = perturbed_model("tiny", 5)
     _, fwd = inference_module(model, "compiled", torch.float32, "cpu", channels_last=False)
-    self_check("compiled", module_fn(fwd), eager(model), 6, 7, 8, 9, TOLERANCES["fp32"])
+    self_check("compiled", module_fn(fwd), eager(model), 6, 7, 8, c4fast.NUM_PLANES, TOLERANCES["fp32"])
 
 
 def test_numpy_net_passes_the_self_check(tmp_path):
@@ -133,7 +133,7 @@ def test_numpy_net_passes_the_self_check(tmp_path):
         return pol.reshape(len(x), -1), e / e.sum(1, keepdims=True)
 
     for h, w in SIZES:
-        self_check("numpy", run, eager(model), h, w, 8, 9, TOLERANCES["fp32"])
+        self_check("numpy", run, eager(model), h, w, 8, c4fast.NUM_PLANES, TOLERANCES["fp32"])
 
 
 def test_flops_per_eval_matches_torch_flop_counter():
@@ -143,7 +143,7 @@ def test_flops_per_eval_matches_torch_flop_counter():
         model = perturbed_model(preset, 0)
         for h, w in ((4, 4), (12, 12), (9, 11)):
             with FlopCounterMode(display=False) as fc, torch.no_grad():
-                model(torch.zeros(1, 9, h, w))
+                model(torch.zeros(1, 11, h, w))
             assert flops_per_eval(model.config, h, w) == fc.get_total_flops()
 
 
@@ -153,20 +153,20 @@ def test_flops_per_eval_matches_torch_flop_counter():
 def test_self_check_rejects_a_constant_output_like_an_empty_graph():
     model = perturbed_model("b3c128nbt", 0)
     ref = eager(model)
-    frozen = ref(np.zeros((1, 9, 12, 12), np.uint8))  # what a graph captured on zeros would replay
+    frozen = ref(np.zeros((1, 11, 12, 12), np.uint8))  # what a graph captured on zeros would replay
 
     def empty_graph(x):
         return np.repeat(frozen[0], len(x), 0), np.repeat(frozen[1], len(x), 0)
 
     for tol in TOLERANCES.values():
         with pytest.raises(SelfCheckError, match=r"12x12, batch 32: policy_rel"):
-            self_check("empty graph", empty_graph, ref, 12, 12, 32, 9, tol)
+            self_check("empty graph", empty_graph, ref, 12, 12, 32, c4fast.NUM_PLANES, tol)
 
 
 def test_self_check_rejects_other_weights_nan_and_wrong_shapes():
     a, b = perturbed_model("tiny", 1), perturbed_model("tiny", 2)
     with pytest.raises(SelfCheckError, match="other weights"):
-        self_check("other weights", eager(b), eager(a), 9, 9, 16, 9, TOLERANCES["bf16"])
+        self_check("other weights", eager(b), eager(a), 9, 9, 16, c4fast.NUM_PLANES, TOLERANCES["bf16"])
 
     def nan(x):
         p, w = eager(a)(x)
@@ -174,11 +174,11 @@ def test_self_check_rejects_other_weights_nan_and_wrong_shapes():
         return p, w
 
     with pytest.raises(SelfCheckError, match="finite False"):
-        self_check("nan", nan, eager(a), 9, 9, 16, 9, TOLERANCES["bf16"])
+        self_check("nan", nan, eager(a), 9, 9, 16, c4fast.NUM_PLANES, TOLERANCES["bf16"])
     with pytest.raises(SelfCheckError):
-        self_check("short", lambda x: eager(a)(x[:-1]), eager(a), 9, 9, 16, 9, TOLERANCES["bf16"])
+        self_check("short", lambda x: eager(a)(x[:-1]), eager(a), 9, 9, 16, c4fast.NUM_PLANES, TOLERANCES["bf16"])
     with pytest.raises(SelfCheckError, match="reference itself is not finite"):
-        self_check("bad ref", eager(a), nan, 9, 9, 16, 9, TOLERANCES["bf16"])
+        self_check("bad ref", eager(a), nan, 9, 9, 16, c4fast.NUM_PLANES, TOLERANCES["bf16"])
 
 
 def test_tolerances_by_precision():
@@ -259,7 +259,7 @@ def test_cpu_server_with_the_fused_forward_reloads(tmp_path):
     sq = q.SharedQueue(ctx, 1, 64, c4fast.NUM_PLANES)
     try:
         srv = InferenceServer(sq.handles, ServerConfig(model=str(tmp_path), forward="fused", threads=1))
-        x = random_planes(20, 9, 9, 11)
+        x = random_planes(20, c4fast.NUM_PLANES, 9, 11)
         err = compare(*srv.forward(torch.from_numpy(x)), *eager(a)(x))
         assert err["policy_rel"] < TOLERANCES["fp32"].policy_rel
         backend = srv.backend

@@ -255,6 +255,9 @@ def test_dropped_planes_are_never_seen_by_the_net_and_resume_checks_the_setting(
         train([str(tmp_path / "d")], again, quiet=True)
     with pytest.raises(ValueError, match="unknown plane"):
         TrainConfig(preset="tiny", drop_planes="own_wins,threats")
+    with pytest.raises(ValueError, match=r"reads only the first 9 planes, not \['odd_cells'\]"):
+        TrainConfig(preset="tiny", drop_planes="own_wins,odd_cells")
+    assert TrainConfig(preset="cpu_small_parity", drop_planes="odd_cells").dropped_planes() == [9]
 
 
 def test_opponent_policy_head_trains_resumes_and_stays_out_of_the_checkpoint(tmp_path):
