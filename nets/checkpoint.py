@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-import c4fast
 from c4fast.runtime import atomic_write
-from nets.config import NetConfig, encoding_of
+from nets.config import NetConfig, encoding_mismatch, encoding_of
 from nets.model import Net
 
 __all__ = [
@@ -122,27 +121,13 @@ def load_checkpoint(
         raise CheckpointError(
             f"checkpoint {path!r} has format_version {version!r}; this code reads {FORMAT_VERSION}"
         )
-    enc = obj.get("encoding_version")
-    known = c4fast.PLANES_OF_VERSION
-    if enc not in known:
-        raise CheckpointError(
-            f"checkpoint {path!r} uses encoding version {enc!r} but c4fast reads versions "
-            f"{sorted(known)} (newest {c4fast.ENCODING_VERSION})"
-        )
-    planes = obj.get("num_planes")
-    if planes != known[enc]:
-        raise CheckpointError(
-            f"checkpoint {path!r} has num_planes {planes!r} but encoding version {enc} has "
-            f"{known[enc]}"
-        )
     try:
         config = NetConfig.from_dict(obj.get("config"))
     except ValueError as e:
         raise CheckpointError(f"checkpoint {path!r} has a bad config: {e}") from e
-    if config.in_planes != planes:
-        raise CheckpointError(
-            f"checkpoint {path!r} config has in_planes {config.in_planes} but num_planes {planes}"
-        )
+    why = encoding_mismatch(obj.get("encoding_version"), obj.get("num_planes"), config.in_planes)
+    if why:
+        raise CheckpointError(f"checkpoint {path!r} does not fit: {why}")
     if expect_config is not None:
         diff = expect_config.diff(config)
         if diff:

@@ -33,6 +33,19 @@ def encoding_of(in_planes: int) -> int:
     )
 
 
+def encoding_mismatch(encoding, num_planes, in_planes: int) -> str | None:
+    """Why a file recording `encoding` (version) and `num_planes` cannot hold a net that
+    reads `in_planes` planes, or None when they fit (checkpoints and ``.npz`` exports)."""
+    if encoding not in PLANES_OF_VERSION:
+        return (f"encoding version {encoding!r} but c4fast reads versions {sorted(PLANES_OF_VERSION)} "
+                f"(newest {NEWEST_ENCODING})")
+    if num_planes != PLANES_OF_VERSION[encoding]:
+        return f"num_planes {num_planes!r} but encoding version {encoding} has {PLANES_OF_VERSION[encoding]}"
+    if in_planes != num_planes:
+        return f"config in_planes {in_planes} but num_planes {num_planes}"
+    return None
+
+
 def take_planes(planes, in_planes: int):
     """The first `in_planes` planes of a (B, C, H, W) batch (numpy array or torch tensor,
     a view, no copy): a net made for an older encoding reads the prefix that is its

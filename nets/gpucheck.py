@@ -38,10 +38,10 @@ import sys
 import tempfile
 import time
 
-import c4fast
 import numpy as np
 import torch
 
+import c4fast
 from c4fast.game import SAIBLO_SIZES
 
 log = logging.getLogger("nets.gpucheck")

@@ -2,9 +2,9 @@
 
 Conventions
 -----------
-- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C >= ``config.in_planes``;
-  the net reads the first ``in_planes`` (a net made for an older encoding reads its prefix)
-  (``c4fast.NUM_PLANES``), row 0 at the bottom, all positions of a batch the same size.
+- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C >= ``config.in_planes``
+  (``c4fast.NUM_PLANES``); the net reads the first ``in_planes`` (a net made for an older
+  encoding reads its prefix), row 0 at the bottom, all positions of a batch the same size.
 - Output of ``Net.forward``: ``(policy_logits (B, H, W), value_logits (B, 3))``. One policy
   logit per cell (the move in a column is its landing cell; callers read legal cells and
   do the softmax). Value logits are (win, draw, loss) for the side to move.

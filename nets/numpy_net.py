@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nets.config import PLANES_OF_VERSION, NetConfig, encoding_of, take_planes
+from nets.config import NetConfig, encoding_mismatch, encoding_of, take_planes
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 
@@ -190,9 +190,9 @@ class NumpyNet:
     def load(cls, path: str | os.PathLike) -> "NumpyNet":
         """Read an exported ``.npz``; ValueError if it is not one or does not fit c4fast.
 
-        The file's encoding version and plane count must be one that c4fast reads
-        (``nets.config.PLANES_OF_VERSION``, kept equal to c4fast's without importing numba)
-        and fit the stored net's ``in_planes``.
+        The file's encoding version and plane count must be one that c4fast reads and fit
+        the stored net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not
+        import numba).
         """
         path = os.fspath(path)
         try:
@@ -210,12 +210,9 @@ class NumpyNet:
                 f"{path!r} has format {meta.get('format')!r} v{meta.get('format_version')!r}; "
                 f"expected {NUMPY_FORMAT!r} v{NUMPY_FORMAT_VERSION}"
             )
-        enc, planes = meta.get("encoding_version"), meta.get("num_planes")
-        if PLANES_OF_VERSION.get(enc) != planes or planes != config.in_planes:
-            raise ValueError(
-                f"{path!r} has encoding version {enc!r} with {planes!r} planes and a net of "
-                f"{config.in_planes} input planes; c4fast reads versions {PLANES_OF_VERSION}"
-            )
+        why = encoding_mismatch(meta.get("encoding_version"), meta.get("num_planes"), config.in_planes)
+        if why:
+            raise ValueError(f"{path!r} does not fit: {why}")
         return cls(config, arrays, meta)
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

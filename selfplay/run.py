@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from c4fast.encode import NUM_PLANES
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
+from c4fast.encode import NUM_PLANES
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
                             ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
 from selfplay.config import RunConfig, default_node_tag

@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-import c4fast
 import numpy as np
 import pytest
 import torch
 
+import c4fast
 from c4fast.evaluators import softmax_rows
 from c4fast.runtime import cpu_seconds
 from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendUnavailable, CpuBackend, calibration_planes,

@@ -11,13 +11,13 @@ import time
 import warnings
 from pathlib import Path
 
-import c4fast
 import numpy as np
 import pytest
 import torch
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
+import c4fast  # noqa: E402
 from nets import shm_queue as q  # noqa: E402
 from nets.checkpoint import checkpoint_name, save_checkpoint  # noqa: E402
 from nets.cuda_runner import GraphRunner, bucket_sizes, exact_fp32, tolerance_for  # noqa: E402

@@ -382,6 +382,24 @@ def _has_onnxruntime() -> bool:
     return True
 
 
+def test_numpy_load_refuses_an_encoding_that_does_not_fit(tmp_path):
+    import json
+
+    good = export_numpy(make("tiny"), tmp_path / "good.npz")
+    with np.load(good, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    for name, change, needle in [
+        ("v99.npz", {"encoding_version": 99}, r"encoding version 99 but c4fast reads versions \[1, 2\]"),
+        ("planes.npz", {"num_planes": 11}, "num_planes 11 but encoding version 1 has 9"),
+        ("label.npz", {"encoding_version": 2, "num_planes": 11}, "config in_planes 9 but num_planes 11"),
+    ]:
+        arrays["__meta__"] = np.array(json.dumps({**meta, **change}))
+        np.savez(tmp_path / name, **arrays)
+        with pytest.raises(ValueError, match=needle):
+            NumpyNet.load(tmp_path / name)
+
+
 def test_numpy_load_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"garbage")
