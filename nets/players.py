@@ -7,7 +7,10 @@ Spec forms (:data:`SPEC_FORMS`):
 - ``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
   (raw policy only), ``net:PATH:1.5s`` (a time budget per move). PATH is a ``.pt``
   checkpoint, a directory of checkpoints (the newest is used) or a ``.npz`` numpy export
-  (no torch import).
+  (no torch import). A last part ``:KEY=VALUE[,KEY=VALUE...]`` sets play-time search
+  options (:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig` and
+  :class:`c4fast.config.EndgameConfig`), e.g. ``net:m.pt:0.2s:c_puct=1.5,max_empty=0``,
+  so two players of one net with different settings have different names.
 
 Used by the arena, human play, the Saiblo player, solverbench, the loop and the web
 board. A bad spec raises ``ValueError`` naming the valid forms.
@@ -15,17 +18,29 @@ board. A bad spec raises ``ValueError`` naming the valid forms.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import re
 
 from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.players import bots
 from c4fast.protocols import Player
 
-__all__ = ["SPEC_FORMS", "make_player", "parse_net_spec", "split_net_spec"]
+__all__ = ["PLAY_OPTIONS", "SPEC_FORMS", "apply_play_options", "make_player", "parse_net_spec",
+           "split_net_spec"]
 
 SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECONDS[:MAX_DEPTH]] | "
-              "solver | net:PATH[:N|:policy|:SECONDSs]")
+              "solver | net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]")
+
+#: Search options a ``net:`` spec may set (``:KEY=VALUE,...``), by the config that owns
+#: each: the play-time fields of SearchConfig (noise, forced playouts and the self-play
+#: playout cap do not apply to a player) and every field of EndgameConfig.
+PLAY_OPTIONS = {
+    "c_puct": SearchConfig, "fpu_reduction": SearchConfig, "leaves_per_step": SearchConfig,
+    "sensible": SearchConfig, "tree_reuse": SearchConfig, "proofs": SearchConfig,
+    "max_empty": EndgameConfig, "share": EndgameConfig, "nodes": EndgameConfig, "tt_log2": EndgameConfig,
+}
 
 
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
@@ -36,7 +51,8 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
 
     `seed` seeds the player's RNG; `threads` is the thread count of a ``net:`` player's
     forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``)
-    and `endgame` its exact endgame solving (default ``EndgameConfig()``); `forward` what
+    and `endgame` its exact endgame solving (default ``EndgameConfig()``), each overridden
+    by the spec's ``:KEY=VALUE`` options; `forward` what
     computes its net (:data:`nets.config.PLAY_FORWARDS`; "auto": ONNX Runtime for a ``.pt``,
     numpy for a ``.npz``); `evaluator` replaces loading the weights (share one net between
     players).
@@ -46,7 +62,11 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
     if spec.startswith("net:"):
         from nets.netplayer import NetPlayer
 
-        path, playouts, seconds = parse_net_spec(spec)
+        path, playouts, seconds, options = parse_net_spec(spec)
+        try:
+            search, endgame = apply_play_options(options, search or SearchConfig(), endgame or EndgameConfig())
+        except ValueError as e:
+            raise ValueError(f"player {spec!r}: {e}") from None
         player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=threads,
                            search=search, evaluator=evaluator, endgame=endgame, forward=forward)
         player.name = spec
@@ -55,19 +75,31 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
 
 
 def split_net_spec(spec: str) -> tuple[str, str]:
-    """``net:PATH[:BUDGET]`` -> (PATH, BUDGET or ""), BUDGET being ``N``, ``policy`` or ``Ts``
-    (a PATH may itself hold colons). No checks beyond the split."""
-    rest = spec[4:]
+    """``net:PATH[:BUDGET][:OPTIONS]`` -> (PATH, BUDGET or ""), BUDGET being ``N``,
+    ``policy`` or ``Ts`` (a PATH may itself hold colons). No checks beyond the split."""
+    return _split(spec)[:2]
+
+
+def _split(spec: str) -> tuple[str, str, str]:
+    """(PATH, BUDGET or "", OPTIONS or "") of a ``net:`` spec."""
+    rest, options = spec[4:], ""
+    head, _, tail = rest.rpartition(":")
+    if head and tail and all(_OPTION.fullmatch(part) for part in tail.split(",")):
+        rest, options = head, tail
     head, _, tail = rest.rpartition(":")
     if head and (tail.isdigit() or tail == "policy" or (tail.endswith("s") and _is_float(tail[:-1]))):
-        return head, tail
-    return rest, ""
+        return head, tail, options
+    return rest, "", options
 
 
-def parse_net_spec(spec: str) -> tuple[str, int, float]:
-    """``net:PATH[:N|:policy|:Ts]`` -> (path, playouts, seconds); ValueError if malformed
-    or if PATH does not exist."""
-    rest, tail = split_net_spec(spec)
+_OPTION = re.compile(r"[a-z_][a-z0-9_]*=[^,=:]*")
+
+
+def parse_net_spec(spec: str) -> tuple[str, int, float, dict[str, str]]:
+    """``net:PATH[:N|:policy|:Ts][:KEY=VALUE,...]`` -> (path, playouts, seconds, options:
+    {KEY: VALUE text}); ValueError if malformed, if PATH does not exist, or for options
+    that are not in :data:`PLAY_OPTIONS`, repeated, or given to a raw-policy player."""
+    rest, tail, opts = _split(spec)
     playouts, seconds = 200, 0.0
     if tail:
         if tail == "policy":
@@ -82,9 +114,48 @@ def parse_net_spec(spec: str) -> tuple[str, int, float]:
                 raise ValueError(f"player {spec!r}: playouts must be >= 1 (or :policy)")
     if not rest:
         raise ValueError(f"player {spec!r}: no checkpoint path; valid forms: {SPEC_FORMS}")
+    options: dict[str, str] = {}
+    for part in opts.split(",") if opts else ():
+        key, _, value = part.partition("=")
+        if key not in PLAY_OPTIONS:
+            raise ValueError(f"player {spec!r}: unknown search option {key!r}; options: {sorted(PLAY_OPTIONS)}")
+        if key in options:
+            raise ValueError(f"player {spec!r}: search option {key!r} given twice")
+        options[key] = value
+    if options and tail == "policy":
+        raise ValueError(f"player {spec!r}: a raw-policy player does not search; drop the options")
     if not os.path.exists(rest):
         raise ValueError(f"player {spec!r}: no checkpoint at {rest!r}")
-    return rest, playouts, seconds
+    return rest, playouts, seconds, options
+
+
+def apply_play_options(options: dict[str, str], search: SearchConfig,
+                       endgame: EndgameConfig) -> tuple[SearchConfig, EndgameConfig]:
+    """`search` and `endgame` with `options` ({KEY: VALUE text}, keys of
+    :data:`PLAY_OPTIONS`) applied, each value parsed as its field's type (booleans:
+    true/false, 1/0, yes/no, on/off). ValueError for a value that does not parse or that
+    the config refuses."""
+    changes: dict[type, dict] = {SearchConfig: {}, EndgameConfig: {}}
+    for key, text in options.items():
+        cls = PLAY_OPTIONS[key]
+        kind = type(getattr(cls(), key))
+        try:
+            if kind is bool:
+                low = text.strip().lower()
+                if low not in _BOOLS:
+                    raise ValueError
+                value = _BOOLS[low]
+            else:
+                value = kind(text)
+        except ValueError:
+            raise ValueError(f"search option {key}={text!r}: expected {'true or false' if kind is bool else kind.__name__}") \
+                from None
+        changes[cls][key] = value
+    return (dataclasses.replace(search, **changes[SearchConfig]),
+            dataclasses.replace(endgame, **changes[EndgameConfig]))
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 
 
 def _is_float(s: str) -> bool:

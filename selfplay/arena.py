@@ -13,8 +13,10 @@ its 95 % confidence interval.
 
 Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (c4fast.players via nets.players.make_player),
 ``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
-(raw policy only), ``net:PATH:1.5s`` (time budget). PATH is a .pt checkpoint, a
-directory of checkpoints (the newest is used) or a .npz numpy export. ``--forward`` picks
+(raw policy only), ``net:PATH:1.5s`` (time budget), each optionally followed by
+``:KEY=VALUE,...`` search options (e.g. ``net:m.pt:0.2s:c_puct=1.5``; nets.players.PLAY_OPTIONS).
+PATH is a .pt checkpoint, a directory of checkpoints (the newest is used) or a .npz numpy
+export. ``--forward`` picks
 what computes the nets (default: ONNX Runtime for .pt, numpy for .npz; ``eager``: torch).
 """
 

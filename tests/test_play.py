@@ -392,3 +392,61 @@ def test_play_bench_reports_playouts_and_the_kept_graph():
     bad = subprocess.run([sys.executable, "-m", "nets.bench", "play", "--play-forwards", "trt"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "play forward" in bad.stderr
+
+
+def test_net_spec_search_options_reach_the_player(tiny_model):
+    """``:KEY=VALUE,...`` after the budget sets play-time SearchConfig/EndgameConfig fields;
+    the spec (options included) is the player's name, so two settings of one net differ."""
+    from c4fast.config import EndgameConfig, SearchConfig
+    from nets.players import make_player, parse_net_spec, split_net_spec
+
+    pt, npz = tiny_model
+    p = make_player(f"net:{pt}:0.2s:c_puct=1.5,max_empty=0,proofs=off", forward="eager")
+    assert (p.seconds, p.playouts, p.name) == (0.2, 0, f"net:{pt}:0.2s:c_puct=1.5,max_empty=0,proofs=off")
+    assert p.config == SearchConfig(c_puct=1.5, proofs=False) and p.endgame == EndgameConfig(max_empty=0)
+    q = make_player(f"net:{npz}:fpu_reduction=0,leaves_per_step=2", search=SearchConfig(c_puct=2.0),
+                    endgame=EndgameConfig(share=0.25))
+    assert q.playouts == 200 and q.config == SearchConfig(c_puct=2.0, fpu_reduction=0.0, leaves_per_step=2)
+    assert q.endgame == EndgameConfig(share=0.25)
+    assert parse_net_spec(f"net:{npz}:30:nodes=5000") == (str(npz), 30, 0.0, {"nodes": "5000"})
+    assert split_net_spec(f"net:{npz}:1.5s:c_puct=2") == (str(npz), "1.5s")
+    assert split_net_spec(f"net:{npz}:c_puct=2") == (str(npz), "")
+
+
+@pytest.mark.parametrize("tail, match", [
+    (":200:cpuct=2", "unknown search option 'cpuct'"),
+    (":200:c_puct=1,c_puct=2", "given twice"),
+    (":200:c_puct=high", "c_puct='high': expected float"),
+    (":200:leaves_per_step=2.5", "expected int"),
+    (":200:proofs=maybe", "expected true or false"),
+    (":200:c_puct=-1", "SearchConfig.c_puct has an invalid value -1.0"),
+    (":200:share=0", "EndgameConfig.share has an invalid value"),
+    (":policy:c_puct=2", "raw-policy player does not search"),
+])
+def test_bad_net_spec_options_are_refused(tiny_model, tail, match):
+    from nets.players import make_player
+
+    _, npz = tiny_model
+    with pytest.raises(ValueError, match=match):
+        make_player(f"net:{npz}{tail}")
+
+
+def test_search_options_change_the_search_and_name_arena_players(tiny_model, tmp_path):
+    """c_puct 0 and 8 give different visit counts on the same position (the option is not
+    ignored), and a match between two settings of one net records them apart."""
+    from nets.players import make_player
+    from selfplay.arena import play_match, summarize
+
+    _, npz = tiny_model
+    game = c4fast.Game(9, 10, (0, 4))
+    visits = []
+    for c in ("0", "8"):
+        p = make_player(f"net:{npz}:64:c_puct={c}")
+        p.reset(game)
+        p.choose(game.copy())
+        visits.append(p.analysis()["visits"])
+    assert visits[0] != visits[1]
+    a, b = f"net:{npz}:16:c_puct=0.5", f"net:{npz}:16:c_puct=3"
+    recs = play_match(a, b, 1, workers=1, seed=3, out_path=str(tmp_path / "g.jsonl"))
+    assert sorted(r["first"] for r in recs) == sorted([a, b])
+    assert summarize(recs, a)["games"] == 2

@@ -435,4 +435,5 @@ def test_policy_spec_of_network_engines():
     assert policy_spec("net:models/x.npz") == "net:models/x.npz:policy"
     assert policy_spec("net:models/x.npz:400") == "net:models/x.npz:policy"
     assert policy_spec("net:models/x.npz:1.5s") == "net:models/x.npz:policy"
+    assert policy_spec("net:models/x.npz:0.2s:c_puct=1.5,max_empty=0") == "net:models/x.npz:policy"
     assert policy_spec("uct:200") is None

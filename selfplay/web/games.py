@@ -71,7 +71,7 @@ def engine_spec(body: dict, default: str) -> str:
         spec = default
     if not isinstance(spec, str) or not spec.strip() or len(spec) > MAX_SPEC_CHARS:
         raise BadRequest(400, f"'engine' must be a player spec string such as 'greedy', 'uct:2000', "
-                              f"'alphabeta:0.5', 'solver' or 'net:PATH[:N|:policy|:Ts]', got {spec!r}")
+                              f"'alphabeta:0.5', 'solver' or 'net:PATH[:N|:policy|:Ts][:KEY=VALUE,...]', got {spec!r}")
     return spec.strip()
 
 
