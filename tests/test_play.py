@@ -450,3 +450,150 @@ def test_search_options_change_the_search_and_name_arena_players(tiny_model, tmp
     recs = play_match(a, b, 1, workers=1, seed=3, out_path=str(tmp_path / "g.jsonl"))
     assert sorted(r["first"] for r in recs) == sorted([a, b])
     assert summarize(recs, a)["games"] == 2
+
+
+def _after(game, col):
+    g = game.copy()
+    g.play(col)
+    return g
+
+
+def _wins_now(game) -> bool:
+    """The side to move has a winning move (brute force over c4fast.Game)."""
+    mover = 1 + game.ply % 2
+    return any(_after(game, c).result == mover for c in game.legal_moves())
+
+
+def _forced_win3(game, col) -> bool:
+    """`col` wins by force within three plies: it wins at once, or every reply leaves the
+    mover a winning move."""
+    mover = 1 + game.ply % 2
+    g = _after(game, col)
+    if g.result is not None:
+        return g.result == mover
+    return all(_after(g, r).result is None and _wins_now(_after(g, r)) for r in g.legal_moves())
+
+
+def _loses_by_force(game, col) -> bool:
+    """Playing `col` lets the opponent force a win within its next three plies."""
+    g = _after(game, col)
+    return g.result is None and any(_forced_win3(g, r) for r in g.legal_moves())
+
+
+def test_guard_avoids_shallow_traps_and_finds_forced_wins(tiny_model):
+    """A random tiny net with 16 playouts walks into positions where the opponent forces a
+    win in three plies (its graph search sees one-move losses, not these); with the
+    alpha-beta guard (depth 4, under a playout budget: deterministic) it never does where a
+    move avoids them, and it plays a three-ply forced win whenever one exists (reference:
+    brute force over c4fast.Game)."""
+    from nets.players import make_player
+
+    _, npz = tiny_model
+    plain = make_player(f"net:{npz}:16")
+    guarded = make_player(f"net:{npz}:16:guard_depth=4")
+    rng = np.random.default_rng(7)
+    blunders = {"plain": 0, "guarded": 0}
+    wins_found = wins_seen = 0
+    for _ in range(300):
+        h, w = int(rng.integers(9, 13)), int(rng.integers(9, 13))
+        game = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
+        for _ in range(int(rng.integers(8, 30))):
+            safe = [c for c in game.legal_moves() if not _after(game, c).result]
+            if game.result is not None or not safe:
+                break
+            game.play(int(rng.choice(safe)))
+        if game.result is not None or _wins_now(game):
+            continue
+        legal = game.legal_moves()
+        avoidable = not all(_loses_by_force(game, c) for c in legal)
+        win3 = any(_forced_win3(game, c) for c in legal)
+        for name, p in (("plain", plain), ("guarded", guarded)):
+            p.reset(game)
+            col = p.choose(game.copy())
+            if avoidable and _loses_by_force(game, col):
+                blunders[name] += 1
+            if name == "guarded" and win3:
+                wins_seen += 1
+                wins_found += _forced_win3(game, col)
+            if name == "guarded" and not p.analysis()["guard"]["won"]:
+                # every move that loses within the guard's depth is proven lost and reported
+                a = p.analysis()
+                assert {c for c in legal if _loses_by_force(game, c)} <= set(a["guard"]["lost"])
+                assert all(a["proven"][c] == "loss" for c in a["guard"]["lost"])
+    assert blunders["plain"] > 0 and blunders["guarded"] == 0, blunders
+    assert wins_seen > 0 and wins_found == wins_seen, (wins_found, wins_seen)
+
+
+def test_guard_under_a_time_budget_reports(tiny_model):
+    from c4fast.config import HybridConfig
+    from nets.players import make_player
+
+    _, npz = tiny_model
+    p = make_player(f"net:{npz}:0.2s:guard_share=0.3")
+    assert p.hybrid == HybridConfig(guard_share=0.3)
+    game = c4fast.Game.from_moves(9, 9, (0, 8), [4, 3])
+    p.reset(game)
+    col = p.choose(game.copy())
+    a = p.analysis()
+    assert col in game.legal_moves() and a["playouts"] >= 1
+    assert a["guard"]["depth"] >= 1 and a["guard"]["lost"] == [] and not a["guard"]["won"]
+    # off (the default): no guard, no report
+    q = make_player(f"net:{npz}:0.2s")
+    q.reset(game)
+    q.choose(game.copy())
+    assert q.hybrid == HybridConfig() and "guard" not in q.analysis()
+    with pytest.raises(ValueError, match="HybridConfig.guard_share"):
+        make_player(f"net:{npz}:0.2s:guard_share=1")
+    with pytest.raises(ValueError, match="HybridConfig.guard_depth"):
+        make_player(f"net:{npz}:20:guard_depth=-1")
+
+
+def test_heuristic_scores_are_the_alpha_beta_evaluation():
+    """The njit record path of HeuristicBlend evaluates exactly what AlphaBetaPlayer's
+    static evaluation gives through its own conversion (record_to_words3), on random
+    positions of every board word count, forbidden cells included."""
+    from c4fast.players import solver as sv
+    from c4fast.players.heuristic import VALUE_SCALE, heuristic_scores
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        h, w = int(rng.integers(4, 13)), int(rng.integers(4, 13))
+        forbidden = (int(rng.integers(h)), int(rng.integers(w))) if rng.random() < 0.7 else None
+        game = c4fast.Game(h, w, forbidden)
+        records = []
+        while game.result is None and len(records) < 30:
+            records.append(game.state.copy())
+            game.play(int(rng.choice(game.legal_moves())))
+        got = heuristic_scores(np.concatenate(records))
+        geo = sv.make_geometry3(h, w, forbidden)
+        for rec, g in zip(records, got):
+            c0, c1, c2, m0, m1, m2, _, n = sv.record_to_words3(rec[0])
+            v = sv._evaluate3(c0, c1, c2, m0, m1, m2, np.int64(n), geo)
+            assert g == pytest.approx(1 / (1 + np.exp(-v / VALUE_SCALE)), abs=1e-12)
+
+
+def test_blend_mixes_values_and_changes_the_search(tiny_model):
+    from c4fast.evaluators import UniformEvaluator
+    from c4fast.players.heuristic import HeuristicBlend, heuristic_scores
+    from nets.players import make_player
+
+    _, npz = tiny_model
+    game = c4fast.Game.from_moves(9, 10, (0, 4), [5, 5, 6, 3, 6])
+    positions = game.state
+    inner = UniformEvaluator()
+    for b in (0.0, 0.3, 1.0):
+        _, wdl = HeuristicBlend(inner, b).evaluate(game.planes()[None], positions)
+        s = heuristic_scores(positions)[0]
+        third = 1 / 3
+        assert wdl[0] == pytest.approx([(1 - b) * third + b * s, (1 - b) * third, (1 - b) * third + b * (1 - s)])
+    with pytest.raises(ValueError, match="blend weight"):
+        HeuristicBlend(inner, 1.5)
+    with pytest.raises(ValueError, match="HybridConfig.blend"):
+        make_player(f"net:{npz}:20:blend=1")
+    visits = []
+    for b in ("0", "0.6"):
+        p = make_player(f"net:{npz}:64:blend={b}")
+        p.reset(game)
+        p.choose(game.copy())
+        visits.append(p.analysis()["visits"])
+    assert visits[0] != visits[1]
