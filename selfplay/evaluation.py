@@ -3,7 +3,7 @@
 Shared by ``selfplay.loop`` and ``selfplay.cluster``: paired arena games of the net (MCGS
 at ``EvalConfig.playouts``) against each anchor, appended to ``DIR/arena/games.jsonl``; an
 Elo fit over every game so far (Davidson–Bradley–Terry with first-move advantage,
-anchored at ``random`` when it is an anchor) written to ``DIR/ratings.json``; one row per
+anchored at ``random`` when it is an anchor, else at the first anchor) written to ``DIR/ratings.json``; one row per
 checkpoint in ``DIR/elo_curve.csv`` (step, samples, run seconds, Elo and its 95 % interval).
 """
 
@@ -61,7 +61,7 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
         play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=seed * 1_000_003 + step, out_path=arena,
                    sizes=sizes, forbidden=forbidden, on_pair=on_pair)
     try:
-        ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else None,
+        ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else ev.anchors[0],
                               prior_games=1.0)
     except ValueError as e:
         log.warning("rating fit failed: %s", e)

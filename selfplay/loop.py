@@ -101,6 +101,9 @@ def _standard(cfg: LoopConfig) -> LoopConfig:
     return dataclasses.replace(cfg, sizes="6x7", selfplay=sp)
 
 
+#: the cpu preset's evaluation anchors: UCT with 2,000 rollouts, alpha-beta to depth 6 (5 s cap)
+CPU_ANCHORS = ("uct:2000", "alphabeta:5:6")
+
 #: cpu: Saiblo boards on 2 cores; standard: 6x7 without a forbidden cell (Pons's yardstick);
 #: gpu: one GPU with the b3c128nbt net; dummy: seconds-long runs for tests.
 PRESETS = {
@@ -110,9 +113,12 @@ PRESETS = {
     # outcome-only target after 12 equal minutes (docs/ABLATIONS.md); moves sampled at
     # temperature 0.5^(1 + 2x) (0.5 at the first move, 0.125 on a full board; katac4's
     # 0.8^(1 + x) before): 0.62 [0.55, 0.69] in 100 pairs after 60 equal minutes, 0.60
-    # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md)
+    # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md). Evaluation anchors
+    # UCT-2000 (rated 0) and a depth-6 alpha-beta, deterministic and neither saturated by a
+    # 60-minute net (random/greedy/UCT-500 were: 46-48 wins of 48, ~1,300-Elo intervals)
     "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
-                   EvalConfig(every_min=10.0, pairs=8, playouts=100), 2000, forward="ort", value_mix=0.5,
+                   EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS), 2000,
+                   forward="ort", value_mix=0.5,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0)),
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
     # H100 a step of 64 per size costs no more than one of 16 (217 vs 247 ms, 4,721 vs 1,036

@@ -154,3 +154,15 @@ def test_cli_refuses_malformed_files(tmp_path, capsys):
     assert f"{broken}:2: malformed JSON line" in capsys.readouterr().err
     assert main([str(good), str(tmp_path / "missing.jsonl")]) == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def test_the_shipped_control_record():
+    """models/ ships the control's equal-time match for comparisons: golden figures."""
+    from selfplay.compare import pair_scores
+    from selfplay.elo import load_records
+
+    recs = load_records(REPO / "models" / "c4fast_cpu_vs_alphabeta_0.2s.jsonl")
+    player, scores = pair_scores(recs, "alphabeta:0.2")
+    assert player == "net:models/c4fast_cpu.pt:0.2s" and sorted(scores) == list(range(100))
+    assert sum(s for s, _ in scores.values()) / 100 == pytest.approx(0.4675)
+    assert summarize(recs, player)["score"] == pytest.approx(0.4675)

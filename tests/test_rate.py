@@ -77,3 +77,22 @@ def test_rate_checkpoint_calls_back_after_every_pair(tmp_path):
                           on_pair=lambda: calls.append(len(games.read_text().splitlines())))
     assert calls == [2, 4, 6, 8]  # 2 anchors x 2 pairs, each call after its pair's 2 games are written
     assert elo is not None and elo["step"] == 7 and elo["lo"] <= elo["elo"] <= elo["hi"]
+
+
+def test_in_loop_fit_is_anchored_at_the_first_anchor_without_random(tmp_path):
+    """The cpu preset's anchors have no 'random': the first anchor reads 0 Elo, and the
+    preset's depth-capped alpha-beta anchor parses (a playable spec, not a timed one)."""
+    import json
+
+    from nets.players import make_player
+    from selfplay.evaluation import EvalConfig, rate_checkpoint
+    from selfplay.loop import CPU_ANCHORS, PRESETS
+
+    assert PRESETS["cpu"].eval.anchors == CPU_ANCHORS and all(make_player(a) for a in CPU_ANCHORS)
+    m = perturbed_model("tiny", 9)
+    path = tmp_path / checkpoint_name(9)
+    save_checkpoint(path, m, m.config, 9)
+    ev = EvalConfig(pairs=2, playouts=4, anchors=("uct:30", "greedy"))
+    assert rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0)
+    ratings = json.loads((tmp_path / "ratings.json").read_text())
+    assert ratings["anchor"] == "uct:30" and ratings["elo"]["uct:30"] == 0.0
