@@ -346,20 +346,12 @@ class AlphaBetaPlayer:
         self._stats = np.zeros(4, dtype=np.int64)
         self._vals = np.zeros(bb.MAX_SIZE, dtype=np.int64)
         self._exact = np.zeros(bb.MAX_SIZE, dtype=np.int64)
-        self._geo: dict = {}
         self._analysis: dict = {}
 
     def reset(self, game: Game) -> None:
         self._ttk[:] = 0
         self._ttd[:] = 0
         self._analysis = {}
-
-    def _geometry(self, game: Game) -> np.ndarray:
-        key = (game.height, game.width, game.forbidden)
-        geo = self._geo.get(key)
-        if geo is None:
-            geo = self._geo[key] = sv.make_geometry3(*key)
-        return geo
 
     def choose(self, game: Game) -> int:
         _check_running(game)
@@ -376,7 +368,7 @@ class AlphaBetaPlayer:
         if len(legal) == 1:
             self._analysis = {}
             return legal[0]
-        geo = self._geometry(game)
+        geo = sv.geometry3(game.height, game.width, game.forbidden)
         words = sv.record_to_words3(st)
         empties = cells - n
         best_vals = None

@@ -51,7 +51,6 @@ class EndgameSolver:
         self._stats = np.zeros(4, np.int64)
         self._vals = np.zeros(bb.MAX_SIZE, np.int64)
         self._exact = np.zeros(bb.MAX_SIZE, np.int64)
-        self._geo: dict = {}
 
     def clear(self) -> None:
         self._ttk[:] = 0
@@ -76,10 +75,7 @@ class EndgameSolver:
                 wins.append(c)
         if wins:  # the engine's root assumes no immediate win
             return EndgameResult((cells + 1 - n) // 2, wins, {c: "win" for c in wins}, 0)
-        key = (game.height, game.width, game.forbidden)
-        geo = self._geo.get(key)
-        if geo is None:
-            geo = self._geo[key] = sv.make_geometry3(*key)
+        geo = sv.geometry3(game.height, game.width, game.forbidden)
         words = sv.record_to_words3(game.state[0])
         t0 = time.perf_counter()
         budget = int(nodes) if nodes is not None else FIRST_ROUND_NODES

@@ -40,22 +40,11 @@ def heuristic_scores(positions: np.ndarray) -> np.ndarray:
     ``POSITION_DTYPE`` record; the records must share one board (size, forbidden cell)."""
     out = np.empty(len(positions))
     if len(positions):
-        _heuristic_scores(positions, _geometry(positions[0]), out)
+        r = positions[0]
+        fr, fc = int(r["forbidden"][0]), int(r["forbidden"][1])
+        geo = sv.geometry3(int(r["height"]), int(r["width"]), None if fr == bb.NO_CELL else (fr, fc))
+        _heuristic_scores(positions, geo, out)
     return out
-
-
-_GEO: dict = {}
-
-
-def _geometry(record) -> np.ndarray:
-    h, w = int(record["height"]), int(record["width"])
-    fr, fc = int(record["forbidden"][0]), int(record["forbidden"][1])
-    key = (h, w, fr, fc)
-    geo = _GEO.get(key)
-    if geo is None:
-        forbidden = None if fr == bb.NO_CELL else (fr, fc)
-        geo = _GEO[key] = sv.make_geometry3(h, w, forbidden)
-    return geo
 
 
 class HeuristicBlend:

@@ -45,6 +45,7 @@ import argparse
 import json
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -453,6 +454,13 @@ def make_geometry3(height: int, width: int, forbidden) -> np.ndarray:
     for i, c in enumerate(column_order(width)):
         geo[M_ORDER + i] = c
     return geo
+
+
+@lru_cache(maxsize=4096)
+def geometry3(height: int, width: int, forbidden) -> np.ndarray:
+    """:func:`make_geometry3` made once per board, shared by every engine user (the kernels
+    only read it); `forbidden` is ``(row, col)`` (row 0 = bottom) or None."""
+    return make_geometry3(height, width, forbidden)
 
 
 _BOTTOM_W = np.uint64(0x0001000100010001)
@@ -925,7 +933,6 @@ class Solver:
         self._geo1 = None
         self._tt3k = None
         self._tt3d = None
-        self._geo3 = {}
         self._buf = np.zeros((bb.MAX_SIZE * bb.MAX_SIZE + 2, BUF_STRIDE), dtype=np.int64)
         self._stats = np.zeros(4, dtype=np.int64)
         self.nodes = 0  # nodes of the last call
@@ -959,10 +966,7 @@ class Solver:
             self._tt3d = np.empty(1 << self.tt_log2, dtype=np.int64)
             self._tt3k.fill(0)
             self._tt3d.fill(0)
-        geo = self._geo3.get(setup)
-        if geo is None:
-            geo = self._geo3[setup] = make_geometry3(*setup)
-        return geo
+        return geometry3(*setup)
 
     def _prepare(self, game: Game):
         if game.result is not None:
