@@ -40,11 +40,12 @@ import torch
 
 import c4fast
 from c4fast.game import SAIBLO_SIZES as SAIBLO
+from nets import MODELS_DIR
 from nets import shm_queue as q
 from nets.config import PLAY_FORWARDS, PRESETS, get_preset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = {"cpu_small": os.path.join(REPO, "models", "c4fast_cpu.pt")}  # preset -> trained weights
+SHIPPED = {"cpu_small": str(MODELS_DIR / "c4fast_cpu.pt")}  # preset -> trained weights
 SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "play",
             "gpu")
 

@@ -29,8 +29,9 @@ import argparse  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models",
-                             "c4fast_cpu.npz")
+from nets import MODELS_DIR  # noqa: E402  (a path constant: no torch import)
+
+DEFAULT_MODEL = str(MODELS_DIR / "c4fast_cpu.npz")
 
 
 class ProtocolError(ValueError):
@@ -172,10 +173,8 @@ def bundle(out_zip: str, model: str, seconds: float) -> str:
         shutil.copytree(os.path.join(root, "c4fast"), os.path.join(stage, "c4fast"),
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         os.makedirs(os.path.join(stage, "nets"))
-        for f in ("numpy_net.py", "evaluator.py", "netplayer.py", "players.py", "config.py"):
+        for f in ("__init__.py", "numpy_net.py", "evaluator.py", "netplayer.py", "players.py", "config.py"):
             shutil.copy(os.path.join(root, "nets", f), os.path.join(stage, "nets", f))
-        with open(os.path.join(stage, "nets", "__init__.py"), "w") as fh:
-            fh.write('"""numpy-only network code for the Saiblo bundle."""\n')
         os.makedirs(os.path.join(stage, "selfplay"))
         for f in ("saiblo.py",):
             shutil.copy(os.path.join(root, "selfplay", f), os.path.join(stage, "selfplay", f))
