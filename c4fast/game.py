@@ -12,28 +12,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from c4fast import bitboard as bb
+from c4fast.board import RULES
 from c4fast.encode import NUM_PLANES, encode_position
 
-SAIBLO_SIDES = tuple(range(9, 13))  # Saiblo draws height and width each from 9..12
-SAIBLO_SIZES = tuple((h, w) for h in SAIBLO_SIDES for w in SAIBLO_SIDES)  # the 16 (H, W) boards
-
-
-def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
-    """Board sizes from text: ``saiblo`` (the 16 sizes 9..12 x 9..12) or a comma list like
-    ``6x7,9x9`` (height x width, each 4..12). ValueError otherwise."""
-    text = text.strip().lower()
-    if text in ("saiblo", "all", ""):
-        return SAIBLO_SIZES
-    out = []
-    for part in text.split(","):
-        try:
-            h, w = (int(x) for x in part.strip().split("x"))
-        except ValueError:
-            raise ValueError(f"bad board size {part!r}: expected HxW like 9x10") from None
-        if not (bb.MIN_SIZE <= h <= bb.MAX_SIZE and bb.MIN_SIZE <= w <= bb.MAX_SIZE):
-            raise ValueError(f"board size {h}x{w} outside {bb.MIN_SIZE}..{bb.MAX_SIZE}")
-        out.append((h, w))
-    return tuple(out)
+SAIBLO_SIDES = RULES.saiblo_sides  # Saiblo draws height and width each from 9..12
+SAIBLO_SIZES = RULES.saiblo_sizes  # the 16 (H, W) boards
+parse_sizes = RULES.parse_sizes
 
 
 class IllegalMove(ValueError):
@@ -42,11 +26,7 @@ class IllegalMove(ValueError):
 
 def check_setup(height: int, width: int, forbidden) -> tuple[int, int, int, int]:
     """Validate a board setup; returns (height, width, forbidden_row, forbidden_col)."""
-    for name, v in (("height", height), ("width", width)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"{name} must be an integer, got {v!r}")
-        if not bb.MIN_SIZE <= v <= bb.MAX_SIZE:
-            raise ValueError(f"{name} must be in {bb.MIN_SIZE}..{bb.MAX_SIZE}, got {v}")
+    height, width = RULES.check_size(height, width)
     if forbidden is None:
         return int(height), int(width), bb.NO_CELL, bb.NO_CELL
     try:
@@ -102,11 +82,10 @@ class Game:
     # ------------------------------------------------------------------ builders
     @classmethod
     def random(cls, rng: np.random.Generator | None = None) -> "Game":
-        """A Saiblo setup: height and width each uniform in 9..12, a uniform forbidden cell."""
+        """A Saiblo setup (:meth:`c4fast.board.BoardRules.draw`): a uniform Saiblo size, a
+        uniform forbidden cell."""
         rng = np.random.default_rng() if rng is None else rng
-        h = int(rng.choice(SAIBLO_SIDES))
-        w = int(rng.choice(SAIBLO_SIDES))
-        return cls(h, w, (int(rng.integers(h)), int(rng.integers(w))))
+        return cls(*RULES.draw(rng))
 
     @classmethod
     def from_moves(cls, height: int, width: int, forbidden, moves: Iterable[int]) -> "Game":

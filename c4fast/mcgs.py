@@ -74,6 +74,7 @@ from c4fast.mcts import (
     UNEXPANDED,
     landing_softmax,
 )
+from c4fast.puct import exploration_scale, fpu_value, puct_score
 
 NO_NODE = -1
 PROOF_NONE = 0
@@ -258,9 +259,9 @@ def _select_edge(gr, node, params):
         total += w
         if w > 0:
             visited_mass += gr.edge_prior[e]
-    sqrt_total = math.sqrt(1.0 + total)
+    sqrt_total = exploration_scale(total)
     parent_q = -gr.q[node] if gr.visits[node] > 0 else 0.0
-    fpu = parent_q - params.fpu_reduction * math.sqrt(visited_mass)
+    fpu = fpu_value(parent_q, visited_mass, params.fpu_reduction)
     best = first
     best_score = -math.inf
     for i in range(ne):
@@ -276,7 +277,7 @@ def _select_edge(gr, node, params):
             q = (qc * nv - vl) / w
         else:
             q = fpu
-        score = q + params.c_puct * gr.edge_prior[e] * sqrt_total / (1.0 + w)
+        score = puct_score(q, gr.edge_prior[e], sqrt_total, w, params.c_puct)
         if score > best_score:
             best_score = score
             best = e

@@ -46,6 +46,7 @@ Conventions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -56,6 +57,7 @@ from c4fast.config import KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
 from c4fast.game import IllegalMove, check_setup
 from c4fast.protocols import Evaluator
+from c4fast.puct import exploration_scale, fpu_value, puct_score
 from c4fast.rollout import make_rng, uniform
 
 UNEXPANDED = -1
@@ -218,12 +220,12 @@ def select_child(tree, node, is_forcing_root, params):
         total += w
         if w > 0:
             visited_mass += tree.prior[c]
-    sqrt_total = math.sqrt(1.0 + total)
+    sqrt_total = exploration_scale(total)
     if tree.visits[node] > 0:
         parent_q = -tree.value_sum[node] / tree.visits[node]
     else:
         parent_q = 0.0
-    fpu = parent_q - params.fpu_reduction * math.sqrt(visited_mass)
+    fpu = fpu_value(parent_q, visited_mass, params.fpu_reduction)
     best = first
     best_score = -math.inf
     for i in range(n):
@@ -237,7 +239,7 @@ def select_child(tree, node, is_forcing_root, params):
                 q = (tree.value_sum[c] - tree.inflight[c]) / w
             else:
                 q = fpu
-            score = q + params.c_puct * p * sqrt_total / (1.0 + w)
+            score = puct_score(q, p, sqrt_total, w, params.c_puct)
         if score > best_score:
             best_score = score
             best = c
@@ -506,11 +508,10 @@ def policy_target_kernel(tree, r, params, forced, out):
         out[tree.move[first + i]] = tree.visits[first + i]
     if not forced or params.forced_k <= 0.0 or total <= 0.0:
         return total
-    sqrt_total = math.sqrt(1.0 + total)
+    sqrt_total = exploration_scale(total)
 
     def puct(c, visits):
-        q = tree.value_sum[c] / tree.visits[c]
-        return q + params.c_puct * tree.prior[c] * sqrt_total / (1.0 + visits)
+        return puct_score(tree.value_sum[c] / tree.visits[c], tree.prior[c], sqrt_total, visits, params.c_puct)
 
     best_score = puct(best, tree.visits[best])
     s = 0.0
@@ -740,21 +741,26 @@ class BatchedMCTS:
         return int(self.games.positions[g]["result"])
 
 
-def run_search(mcts: BatchedMCTS, evaluator: Evaluator, planes: np.ndarray | None = None) -> int:
-    """Run select / evaluate / expand_and_backup until every active game's search is done.
+def run_search(mcts: BatchedMCTS, evaluator: Evaluator, planes: np.ndarray | None = None,
+               on_step: Callable[[int], bool] | None = None) -> int:
+    """The one select / evaluate / expand_and_backup loop; returns the evaluator leaves.
 
-    Returns the number of evaluator leaves.
+    Without `on_step` it runs until every active game's search is done (benchmarks,
+    tests). With it, `on_step(leaves of this step)` is called after every step and the
+    loop runs while some game is active until it returns True: self-play finishes moves
+    and starts games there (:class:`selfplay.worker.SelfPlayEngine`).
     """
     if planes is None:
         planes = mcts.planes_buffer()
     leaves = 0
-    while not mcts.all_done():
+    while not mcts.all_done() if on_step is None else mcts.active.any():
         n = mcts.select(planes)
-        if n == 0:
-            continue
-        logits, wdl = evaluator.evaluate(planes[:n], mcts.leaf_positions(n))
-        mcts.expand_and_backup(n, logits, wdl)
-        leaves += n
+        if n:
+            logits, wdl = evaluator.evaluate(planes[:n], mcts.leaf_positions(n))
+            mcts.expand_and_backup(n, logits, wdl)
+            leaves += n
+        if on_step is not None and on_step(n):
+            break
     return leaves
 
 

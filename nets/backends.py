@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 import torch
 
+from c4fast.board import RULES
 from c4fast.game import SAIBLO_SIZES
 from nets.config import take_planes
 from nets.selfcheck import TOLERANCES, Tolerance
@@ -69,7 +70,7 @@ def calibration_planes(sizes, per_size: int = 64, seed: int = 0) -> list[np.ndar
     for h, w in sizes:
         x = np.zeros((per_size, NUM_PLANES, h, w), np.float32)
         for i in range(per_size):
-            fb = (int(rng.integers(h)), int(rng.integers(w))) if min(h, w) >= 9 else None
+            fb = RULES.draw_cell(rng, h, w) if min(h, w) >= 9 else None
             g = Game(h, w, fb)
             for _ in range(int(rng.integers(0, h * w - 1))):
                 moves = g.legal_moves()

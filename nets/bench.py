@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 import c4fast
+from c4fast.board import RULES
 from c4fast.game import SAIBLO_SIZES as SAIBLO
 from nets import MODELS_DIR
 from nets import shm_queue as q
@@ -448,12 +449,10 @@ def bench_gpu(seconds: float) -> None:
 
 def _size(s: str) -> tuple[int, int]:
     try:
-        h, w = (int(v) for v in s.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"board size must look like 9x12, got {s!r}") from None
-    if not (4 <= h <= 12 and 4 <= w <= 12):
-        raise argparse.ArgumentTypeError(f"board size {s!r} outside 4..12 x 4..12")
-    return h, w
+        (size,) = RULES.parse_sizes(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return size
 
 
 def _list(conv):

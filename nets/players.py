@@ -1,20 +1,20 @@
-"""The one player factory: every player spec the commands accept.
+"""The ``net:`` player kind, and the player factory with every kind registered.
 
-Spec forms (:data:`SPEC_FORMS`):
+``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy`` (raw
+policy only), ``net:PATH:1.5s`` (a time budget per move). PATH is a ``.pt`` checkpoint, a
+directory of checkpoints (the newest is used) or a ``.npz`` numpy export (no torch
+import). A last part ``:KEY=VALUE[,KEY=VALUE...]`` sets play-time search options
+(:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig`,
+:class:`c4fast.config.EndgameConfig` and :class:`c4fast.config.HybridConfig`), e.g.
+``net:m.pt:0.2s:c_puct=1.5,max_empty=0``, so two players of one net with different
+settings have different names. Playouts, seconds and ``leaves_per_step`` are bounded by
+the caller's :class:`c4fast.players.registry.SpecLimits`.
 
-- ``random``, ``greedy``, ``uct[:ROLLOUTS[:C[:sensible]]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``,
-  ``solver`` — the torch-free baselines of :mod:`c4fast.players`;
-- ``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
-  (raw policy only), ``net:PATH:1.5s`` (a time budget per move). PATH is a ``.pt``
-  checkpoint, a directory of checkpoints (the newest is used) or a ``.npz`` numpy export
-  (no torch import). A last part ``:KEY=VALUE[,KEY=VALUE...]`` sets play-time search
-  options (:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig`,
-  :class:`c4fast.config.EndgameConfig` and :class:`c4fast.config.HybridConfig`), e.g.
-  ``net:m.pt:0.2s:c_puct=1.5,max_empty=0``,
-  so two players of one net with different settings have different names.
-
-Used by the arena, human play, the Saiblo player, solverbench, the loop and the web
-board. A bad spec raises ``ValueError`` naming the valid forms.
+Importing this module registers the kind with :mod:`c4fast.players.registry` (the
+``c4fast.players`` entry point names it too); :func:`make_player` is the registry's
+factory with that guaranteed, used by the arena, human play, the Saiblo player,
+solverbench, the loop and the web board. A bad spec raises ``ValueError`` naming the valid
+forms.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import os
 import re
 
 from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
-from c4fast.players import bots
+from c4fast.players import registry
+from c4fast.players.registry import CLI_LIMITS, PlayerKind, SpecContext, SpecError, SpecLimits, spec_forms
 from c4fast.protocols import Player
 
-__all__ = ["PLAY_OPTIONS", "SPEC_FORMS", "apply_play_options", "make_player", "parse_net_spec",
+__all__ = ["NET_GRAMMAR", "PLAY_OPTIONS", "apply_play_options", "make_player", "parse_net_spec", "spec_forms",
            "split_net_spec"]
 
-SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECONDS[:MAX_DEPTH]] | "
-              "solver | net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]")
+NET_GRAMMAR = "net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]"
 
 #: Search options a ``net:`` spec may set (``:KEY=VALUE,...``): KEY -> (the config that
 #: owns it, its field): the play-time fields of SearchConfig (noise, forced playouts and
@@ -49,35 +49,44 @@ PLAY_OPTIONS = {
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
                 search: SearchConfig | None = None, evaluator=None,
                 endgame: EndgameConfig | None = None, forward: str = "auto",
-                hybrid: HybridConfig | None = None) -> Player:
-    """A player from a spec string; ``player.name`` is a spec that rebuilds it (the given
-    one for ``net:``, the canonical form for the baselines, e.g. ``uct`` -> ``uct:2000:1.4``).
+                hybrid: HybridConfig | None = None, limits: SpecLimits = CLI_LIMITS) -> Player:
+    """A player from a spec string of any registered kind; ``player.name`` is a spec that
+    rebuilds it (the given one for ``net:``, the canonical form for the bots, e.g. ``uct``
+    -> ``uct:2000``).
 
     `seed` seeds the player's RNG; `threads` is the thread count of a ``net:`` player's
     forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``),
     `endgame` its exact endgame solving (default ``EndgameConfig()``) and `hybrid` its
     alpha-beta help (default ``HybridConfig()``: off), each overridden by the spec's
-    ``:KEY=VALUE`` options; `forward` what
-    computes its net (:data:`nets.config.PLAY_FORWARDS`; "auto": ONNX Runtime for a ``.pt``,
-    numpy for a ``.npz``); `evaluator` replaces loading the weights (share one net between
-    players).
+    ``:KEY=VALUE`` options; `forward` what computes its net (:data:`nets.config.PLAY_FORWARDS`;
+    "auto": ONNX Runtime for a ``.pt``, numpy for a ``.npz``); `evaluator` replaces loading
+    the weights (share one net between players); `limits` bounds the spec's budgets.
     """
-    if not isinstance(spec, str):
-        raise ValueError(f"player spec must be a string, got {spec!r}; valid forms: {SPEC_FORMS}")
-    if spec.startswith("net:"):
-        from nets.netplayer import NetPlayer
+    ctx = SpecContext(seed=seed, threads=threads, search=search, endgame=endgame, forward=forward,
+                      evaluator=evaluator, limits=limits)
+    if hybrid is not None:
+        ctx = dataclasses.replace(ctx, search=(search, hybrid))
+    return registry.make_player(spec, ctx)
 
-        path, playouts, seconds, options = parse_net_spec(spec)
-        try:
-            search, endgame, hybrid = apply_play_options(options, search or SearchConfig(),
-                                                         endgame or EndgameConfig(), hybrid or HybridConfig())
-        except ValueError as e:
-            raise ValueError(f"player {spec!r}: {e}") from None
-        player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=threads,
-                           search=search, evaluator=evaluator, endgame=endgame, forward=forward, hybrid=hybrid)
-        player.name = spec
-        return player
-    return _make_bot(spec, seed)
+
+def _build_net(spec: str, args: str, ctx: SpecContext) -> Player:
+    """The ``net:`` kind's builder (see the module docstring)."""
+    from nets.netplayer import NetPlayer
+
+    search, hybrid = ctx.search if isinstance(ctx.search, tuple) else (ctx.search, None)
+    path, playouts, seconds, options = parse_net_spec(spec, ctx.limits)
+    try:
+        search, endgame, hybrid = apply_play_options(options, search or SearchConfig(),
+                                                     ctx.endgame or EndgameConfig(), hybrid or HybridConfig())
+    except ValueError as e:
+        raise SpecError(f"player {spec!r}: {e}") from None
+    if search.leaves_per_step > ctx.limits.leaves_per_step:
+        raise SpecError(f"player {spec!r}: leaves_per_step {search.leaves_per_step} is over the limit of "
+                        f"{ctx.limits.leaves_per_step}")
+    player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=ctx.threads,
+                       search=search, evaluator=ctx.evaluator, endgame=endgame, forward=ctx.forward, hybrid=hybrid)
+    player.name = spec
+    return player
 
 
 def split_net_spec(spec: str) -> tuple[str, str]:
@@ -101,10 +110,11 @@ def _split(spec: str) -> tuple[str, str, str]:
 _OPTION = re.compile(r"[a-z_][a-z0-9_]*=[^,=:]*")
 
 
-def parse_net_spec(spec: str) -> tuple[str, int, float, dict[str, str]]:
+def parse_net_spec(spec: str, limits: SpecLimits = CLI_LIMITS) -> tuple[str, int, float, dict[str, str]]:
     """``net:PATH[:N|:policy|:Ts][:KEY=VALUE,...]`` -> (path, playouts, seconds, options:
-    {KEY: VALUE text}); ValueError if malformed, if PATH does not exist, or for options
-    that are not in :data:`PLAY_OPTIONS`, repeated, or given to a raw-policy player."""
+    {KEY: VALUE text}); SpecError (a ValueError) if malformed, over `limits`, if PATH does
+    not exist, or for options that are not in :data:`PLAY_OPTIONS`, repeated, or given to a
+    raw-policy player."""
     rest, tail, opts = _split(spec)
     playouts, seconds = 200, 0.0
     if tail:
@@ -113,13 +123,18 @@ def parse_net_spec(spec: str) -> tuple[str, int, float, dict[str, str]]:
         elif tail.endswith("s"):
             seconds, playouts = float(tail[:-1]), 0
             if not (math.isfinite(seconds) and seconds > 0):
-                raise ValueError(f"player {spec!r}: the time budget must be > 0 seconds")
+                raise SpecError(f"player {spec!r}: the time budget must be > 0 seconds")
+            if seconds > limits.seconds:
+                raise SpecError(f"player {spec!r}: the time budget {seconds:g} s is over the limit of "
+                                f"{limits.seconds:g} s")
         else:
             playouts = int(tail)
             if playouts < 1:
-                raise ValueError(f"player {spec!r}: playouts must be >= 1 (or :policy)")
+                raise SpecError(f"player {spec!r}: playouts must be >= 1 (or :policy)")
+            if playouts > limits.playouts:
+                raise SpecError(f"player {spec!r}: {playouts} playouts is over the limit of {limits.playouts}")
     if not rest:
-        raise ValueError(f"player {spec!r}: no checkpoint path; valid forms: {SPEC_FORMS}")
+        raise ValueError(f"player {spec!r}: no checkpoint path; valid forms: {spec_forms()}")
     options: dict[str, str] = {}
     for part in opts.split(",") if opts else ():
         key, _, value = part.partition("=")
@@ -172,53 +187,7 @@ def _is_float(s: str) -> bool:
         return False
 
 
-def _make_bot(spec: str, seed) -> Player:
-    """A torch-free baseline player (c4fast.players) from its spec."""
-    parts = spec.strip().lower().split(":")
-    kind, args = parts[0], parts[1:]
-
-    def bad(why: str) -> ValueError:
-        return ValueError(f"bad player spec {spec!r}: {why}; valid forms: {SPEC_FORMS}")
-
-    def number(text: str, typ, what: str):
-        try:
-            v = typ(text)
-        except ValueError:
-            what_kind = "an integer" if typ is int else "a number"
-            raise bad(f"{what} must be {what_kind}, got {text!r}") from None
-        if typ is float and not math.isfinite(v):
-            raise bad(f"{what} must be finite, got {text!r}")
-        return v
-
-    if kind in ("random", "greedy", "solver"):
-        if args:
-            raise bad(f"{kind!r} takes no parameters")
-        cls = {"random": bots.RandomPlayer, "greedy": bots.GreedyPlayer, "solver": bots.SolverPlayer}[kind]
-        return cls(seed=seed)
-    if kind == "uct":
-        sensible = len(args) == 3 and args[2] == "sensible"
-        if len(args) > 3:
-            raise bad("too many parameters")
-        if len(args) == 3 and not sensible:
-            raise bad(f"expected 'sensible', got {args[2]!r}")
-        rollouts = number(args[0], int, "ROLLOUTS") if args else 2000
-        c = number(args[1], float, "C") if len(args) > 1 else 1.4
-        if rollouts < 1:
-            raise bad(f"ROLLOUTS must be >= 1, got {rollouts}")
-        if c < 0:
-            raise bad(f"C must be >= 0, got {c}")
-        return bots.UCTPlayer(rollouts, seed=seed, c=c, sensible=sensible)
-    if kind == "alphabeta":
-        if len(args) > 2:
-            raise bad("too many parameters")
-        secs = number(args[0], float, "SECONDS") if args else 0.5
-        depth = number(args[1], int, "MAX_DEPTH") if len(args) > 1 else 64
-        if secs <= 0:
-            raise bad(f"SECONDS must be > 0, got {secs}")
-        if depth < 1:
-            raise bad(f"MAX_DEPTH must be >= 1, got {depth}")
-        return bots.AlphaBetaPlayer(secs, depth, seed=seed)
-    raise bad(f"unknown player kind {kind!r}")
-
-
-# ================================================================================ games
+registry.kinds()  # the bots first, so that listings read from the simplest kind up
+registry.register(PlayerKind("net", NET_GRAMMAR,
+                             "a network with graph search (200 playouts, N, a time budget) or its raw policy",
+                             _build_net))

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from c4fast.board import RULES
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, flatten, load_config, opt
 from c4fast.encode import PLANE_NAMES
 from c4fast.evaluators import column_plane
@@ -556,7 +557,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                                 "outcome", "root_wdl", "game_id")}
         while len(rows["ply"]) < 512:
             gid = len(rows["ply"])
-            g = c4fast.Game(h, w, (int(rng.integers(h)), int(rng.integers(w))))
+            g = c4fast.Game(h, w, RULES.draw_cell(rng, h, w))
             while g.result is None:
                 s = g.state[0]
                 legal = g.legal_moves()

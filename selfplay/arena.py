@@ -11,13 +11,10 @@ processes; every game is appended to a JSON-lines file (``first``, ``second``, `
 reads. Prints a results table with the score of player A and
 its 95 % confidence interval.
 
-Player specs: ``random``, ``greedy``, ``uct:N``, ``alphabeta:SECONDS`` (c4fast.players via nets.players.make_player),
-``net:PATH`` (MCGS, 200 playouts), ``net:PATH:N`` (N playouts), ``net:PATH:policy``
-(raw policy only), ``net:PATH:1.5s`` (time budget), each optionally followed by
-``:KEY=VALUE,...`` search options (e.g. ``net:m.pt:0.2s:c_puct=1.5``; nets.players.PLAY_OPTIONS).
-PATH is a .pt checkpoint, a directory of checkpoints (the newest is used) or a .npz numpy
-export. ``--forward`` picks
-what computes the nets (default: ONNX Runtime for .pt, numpy for .npz; ``eager``: torch).
+Player specs are listed below (``c4fast players``; c4fast.players.registry). PATH of a
+``net:`` player is a .pt checkpoint, a directory of checkpoints (the newest is used) or a
+.npz numpy export. ``--forward`` picks what computes the nets (default: ONNX Runtime for
+.pt, numpy for .npz; ``eager``: torch).
 """
 
 from __future__ import annotations
@@ -33,8 +30,10 @@ from collections.abc import Callable
 import numpy as np
 
 import c4fast
+from c4fast.board import RULES
 from c4fast.runtime import check_interrupt
 from nets.config import PLAY_FORWARDS
+from c4fast.players.registry import spec_help
 from nets.players import make_player
 from selfplay.config import parse_sizes
 
@@ -54,9 +53,7 @@ def setup_for_pair(seed: int, pair: int, sizes, forbidden: bool = True, opening_
     ``forbidden=False``: standard boards) and `opening_plies` uniform random legal moves
     (columns, 0 = left) that leave the game running; all drawn from ``(seed, pair)``."""
     rng = np.random.default_rng([seed, pair])
-    h, w = sizes[int(rng.integers(len(sizes)))]
-    cell = (int(rng.integers(h)), int(rng.integers(w)))
-    f = cell if forbidden else None
+    h, w, f = RULES.draw(rng, tuple(sizes), forbidden)
     for _ in range(1000):
         game = c4fast.Game(h, w, f)
         moves = []
@@ -199,6 +196,7 @@ def summarize(records: list[dict], name_a: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m selfplay.arena", description=__doc__,
+                                 epilog="player specs:\n" + spec_help(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", help="player A spec")
     ap.add_argument("b", help="player B spec")

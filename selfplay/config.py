@@ -17,6 +17,7 @@ from dataclasses import field
 
 import numpy as np
 
+from c4fast.board import RULES
 from c4fast.cli import flatten, opt
 from c4fast.config import SearchConfig
 from c4fast.game import SAIBLO_SIZES, parse_sizes  # noqa: F401  (re-exported)
@@ -75,7 +76,7 @@ class SelfPlayConfig:
         """A forbidden cell (row, col) uniform on the board, or None."""
         if not self.forbidden_cell:
             return None
-        return int(rng.integers(height)), int(rng.integers(width))
+        return RULES.draw_cell(rng, height, width)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 import c4fast
+from c4fast.board import RULES
 from selfplay.config import parse_sizes
 
 
@@ -35,7 +36,11 @@ def _describe(a: dict) -> str:
 def main(argv=None, inp=None, out=None) -> int:
     inp = inp or sys.stdin
     out = out or sys.stdout
+    from c4fast.players.registry import spec_help
+    from nets.players import make_player
+
     ap = argparse.ArgumentParser(prog="python -m selfplay.play", description=__doc__,
+                                 epilog="player specs:\n" + spec_help(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default=None, help="opponent spec (default: shipped net, 400 playouts)")
     ap.add_argument("--size", default=None, help="board HxW (default: random Saiblo size)")
@@ -43,19 +48,15 @@ def main(argv=None, inp=None, out=None) -> int:
     ap.add_argument("--second", action="store_true", help="let the engine move first")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args(argv)
-    from nets.players import make_player
     from selfplay.saiblo import DEFAULT_MODEL
 
     try:
         spec = args.engine or f"net:{DEFAULT_MODEL}:400"
         engine = make_player(spec)
         rng = np.random.default_rng(args.seed)
-        if args.size:
-            (h, w), = parse_sizes(args.size)
-        else:
-            h, w = int(rng.integers(9, 13)), int(rng.integers(9, 13))
+        h, w, forb = RULES.draw(rng, parse_sizes(args.size) if args.size else None)
         if args.forbidden is None:
-            forb = (int(rng.integers(h)), int(rng.integers(w)))
+            pass  # the drawn cell
         elif args.forbidden.lower() == "none":
             forb = None
         else:

@@ -69,14 +69,17 @@ def make_player(args):
 def play(inp, out, args, log=sys.stderr) -> int:
     """Run one game over the protocol; returns the exit code."""
     import c4fast
+    from c4fast.board import RULES
     from c4fast.evaluators import landing_row
 
     first = inp.readline()
     if not first:
         raise ProtocolError("no board line (expected 'H W noX noY')")
     h, w, nox, noy = _ints(first, 4, "'H W noX noY'")
-    if not (4 <= h <= 12 and 4 <= w <= 12):
-        raise ProtocolError(f"board size {h}x{w} outside 4..12")
+    try:
+        RULES.check_size(h, w)
+    except ValueError as e:
+        raise ProtocolError(f"board size {h}x{w}: {e}") from None
     if not (0 <= nox < h and 0 <= noy < w):
         raise ProtocolError(f"forbidden cell ({nox}, {noy}) is off the {h}x{w} board")
     game = c4fast.Game(h, w, c4fast.from_saiblo(nox, noy, h))

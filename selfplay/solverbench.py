@@ -35,7 +35,7 @@ from pathlib import Path
 
 from c4fast.players import solver as sv
 from c4fast.runtime import atomic_write_bytes, atomic_write_json
-from nets.players import SPEC_FORMS, make_player
+from nets.players import make_player, spec_forms
 
 DATA_DIR = sv.PONS_DIR
 DEFAULT_FILES = ("Test_L3_R1", "Test_L2_R1", "Test_L2_R2", "Test_L1_R1", "Test_L1_R2")
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
         description="Fraction of optimal moves of a player on Pons's 6x7 positions (JSON lines).",
     )
     who = ap.add_mutually_exclusive_group(required=True)
-    who.add_argument("--player", metavar="SPEC", help=f"a player spec: {SPEC_FORMS}")
+    who.add_argument("--player", metavar="SPEC", help=f"a player spec: {spec_forms()}")
     who.add_argument("--model", metavar="PATH",
                      help="a network (.pt, directory of checkpoints, or .npz): measured with its raw "
                           "policy and with --playouts MCGS playouts")

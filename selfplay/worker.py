@@ -23,7 +23,7 @@ import numpy as np
 import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import column_plane
-from c4fast.mcts import BatchedMCTS, choose_move
+from c4fast.mcts import BatchedMCTS, choose_move, run_search
 from c4fast.protocols import Evaluator, ZeroCopyEvaluator
 from selfplay.config import SelfPlayConfig
 
@@ -159,14 +159,10 @@ class SelfPlayEngine:
             if started < games_to_start:
                 self._new_game(g)
                 started += 1
-        while self.mcts.active.any():
-            if should_stop():
-                self.mcts.active[:] = False
-                return
-            n = self.mcts.select(self.planes)
+
+        def step(n: int) -> bool:
+            nonlocal started
             if n:
-                logits, wdl = self.ev.evaluate(self.planes[:n], self.mcts.leaf_positions(n))
-                self.mcts.expand_and_backup(n, logits, wdl)
                 self.stats.evals += n
                 self.stats.batches += 1
             for g in self.mcts.finished():
@@ -176,6 +172,12 @@ class SelfPlayEngine:
                     started += 1
             if on_step is not None:
                 on_step()
+            return should_stop()
+
+        if not should_stop():
+            run_search(self.mcts, self.ev, self.planes, on_step=step)
+        if should_stop():
+            self.mcts.active[:] = False  # unfinished games are dropped
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ from c4fast.game import Game
 from c4fast.protocols import Player
 from c4fast.rollout import make_rng, playout, randbelow
 from c4fast.players import solver as sv
+from c4fast.players.registry import (PlayerKind, SpecContext, SpecError, parse_number, register, spec_forms,
+                                     split_args)
 
 
 def _seed_int(seed) -> int:
@@ -518,3 +520,40 @@ def random_positions(n: int, seed: int, sizes=None, plies: tuple[int, int] | Non
         if g.result is None:
             out.append(g)
     return out
+
+
+# ================================================================================ specs
+def _no_args(cls):
+    def build(spec: str, args: str, ctx: SpecContext) -> Player:
+        split_args(spec, args, 0)
+        return cls(seed=ctx.seed)
+    return build
+
+
+def _build_uct(spec: str, args: str, ctx: SpecContext) -> Player:
+    parts = split_args(spec, args, 3)
+    if len(parts) == 3 and parts[2] != "sensible":
+        raise SpecError(f"bad player spec {spec!r}: expected 'sensible', got {parts[2]!r}; "
+                        f"valid forms: {spec_forms()}")
+    rollouts = parse_number(spec, parts[0], int, "ROLLOUTS", 1, ctx.limits.rollouts) if parts else 2000
+    c = parse_number(spec, parts[1], float, "C", 0) if len(parts) > 1 else 1.4
+    return UCTPlayer(rollouts, seed=ctx.seed, c=c, sensible=len(parts) == 3)
+
+
+def _build_alphabeta(spec: str, args: str, ctx: SpecContext) -> Player:
+    parts = split_args(spec, args, 2)
+    secs = parse_number(spec, parts[0], float, "SECONDS", None, ctx.limits.seconds) if parts else 0.5
+    if secs <= 0:
+        raise SpecError(f"bad player spec {spec!r}: SECONDS must be > 0, got {secs}; valid forms: {spec_forms()}")
+    depth = parse_number(spec, parts[1], int, "MAX_DEPTH", 1, ctx.limits.depth) if len(parts) > 1 else 64
+    return AlphaBetaPlayer(secs, depth, seed=ctx.seed)
+
+
+register(PlayerKind("random", "random", "uniformly random legal moves", _no_args(RandomPlayer)))
+register(PlayerKind("greedy", "greedy", "wins at once, blocks, else near the centre", _no_args(GreedyPlayer)))
+register(PlayerKind("uct", "uct[:ROLLOUTS[:C[:sensible]]]",
+                    "plain UCT with random (or sensible) rollouts; 2000 rollouts, C 1.4", _build_uct))
+register(PlayerKind("alphabeta", "alphabeta[:SECONDS[:MAX_DEPTH]]",
+                    "iterative-deepening alpha-beta with a static evaluation; 0.5 s", _build_alphabeta))
+register(PlayerKind("solver", "solver", "exact optimal moves on 6x7 (alpha-beta fallback on larger boards)",
+                    _no_args(SolverPlayer)))

@@ -1,0 +1,34 @@
+"""The PUCT selection rule, shared by the tree search (:mod:`c4fast.mcts`) and the graph
+search (:mod:`c4fast.mcgs`); njit functions inlined into their kernels.
+
+``score = Q + c_puct * P * sqrt(1 + S) / (1 + n)``: ``Q`` the child's mean value for the
+side choosing (virtual loss counted as a loss), ``P`` its prior, ``S`` the visits of all
+children (virtual loss included), ``n`` the child's. An unvisited child takes the
+first-play-urgency value ``Q(parent) - fpu_reduction * sqrt(prior mass of visited
+children)``. Values are in [-1, 1], from the view of the player choosing.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def exploration_scale(total_visits):
+    """sqrt(1 + S), S the visits (and virtual losses) of all children."""
+    return math.sqrt(1.0 + total_visits)
+
+
+@njit(cache=True, inline="always")
+def fpu_value(parent_q, visited_mass, fpu_reduction):
+    """The value an unvisited child is scored with."""
+    return parent_q - fpu_reduction * math.sqrt(visited_mass)
+
+
+@njit(cache=True, inline="always")
+def puct_score(q, prior, scale, visits, c_puct):
+    """The PUCT score of a child with value `q`, prior `prior` and `visits` visits;
+    `scale` is :func:`exploration_scale` of the parent."""
+    return q + c_puct * prior * scale / (1.0 + visits)
