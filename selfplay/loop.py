@@ -76,11 +76,17 @@ class LoopConfig:
         parse_sizes(self.sizes)
 
 
-def _preset(name: str, net: str, gpus: int, workers: int, games: int, full: int, fast: int, prob: float,
-            server_threads: int, train_threads: int, per_size: int, ratio: float, window_c: float,
-            checkpoint_every: int, evaluation: EvalConfig, samples_per_shard: int,
-            reload_interval: float = 5.0, forward: str = "auto", value_mix: float = 0.0,
+def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, workers: int = 1,
+            games: int = 48, full: int = 200, fast: int = 50, prob: float = 0.25, server_threads: int = 1,
+            train_threads: int = 1, per_size: int = 16, ratio: float = 6.0, window_c: float = 25_000,
+            checkpoint_every: int = 200, samples_per_shard: int = 2000, reload_interval: float = 5.0,
+            forward: str = "auto", value_mix: float = 0.0,
             games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
+    """A loop preset from the knobs that differ between presets (keywords; the rest are
+    the config classes' defaults): `games` games per self-play worker, `full`/`fast`/`prob`
+    the playout cap (playouts of a full and a fast search, share of full ones),
+    `per_size` training samples per board size per step, `ratio` trained per generated
+    samples, `window_c` the replay window constant (samples)."""
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
@@ -116,25 +122,24 @@ PRESETS = {
     # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md). Evaluation anchors
     # UCT-2000 (rated 0) and a depth-6 alpha-beta, deterministic and neither saturated by a
     # 60-minute net (random/greedy/UCT-500 were: 46-48 wins of 48, ~1,300-Elo intervals)
-    "cpu": _preset("cpu", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 16, 6.0, 25_000, 200,
-                   EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS), 2000,
-                   forward="ort", value_mix=0.5,
-                   games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0)),
+    "cpu": _preset("cpu", "cpu_small", forward="ort", value_mix=0.5,
+                   games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
+                   evaluation=EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS)),
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
     # H100 a step of 64 per size costs no more than one of 16 (217 vs 247 ms, 4,721 vs 1,036
     # samples/s, `nets.train --bench --device cuda`), and in a 20-minute loop it trained
     # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md)
-    "gpu": _preset("gpu", "b3c128nbt", 1, 8, 256, 800, 160, 0.25, 0, 0, 64, 4.0, 250_000, 500,
-                   EvalConfig(every_min=10.0, pairs=20, playouts=200), 2000),
+    "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
+                   train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
+                   evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)
-    "standard": _standard(_preset("standard", "cpu_small", 0, 1, 48, 200, 50, 0.25, 1, 1, 64, 6.0, 25_000, 200,
-                                  EvalConfig(every_min=10.0, pairs=8, playouts=100,
-                                             anchors=("random", "greedy", "alphabeta:0.05")), 2000, forward="ort",
-                                  value_mix=0.5)),
-    "dummy": _preset("dummy", "tiny", 0, 1, 4, 16, 4, 0.5, 1, 1, 4, 1.0, 1000, 5,
-                     EvalConfig(every_min=0.02, pairs=1, playouts=8, anchors=("random",)), 100,
-                     reload_interval=1.0),
+    "standard": _standard(_preset("standard", "cpu_small", per_size=64, forward="ort", value_mix=0.5,
+                                  evaluation=EvalConfig(every_min=10.0, pairs=8, playouts=100,
+                                                        anchors=("random", "greedy", "alphabeta:0.05")))),
+    "dummy": _preset("dummy", "tiny", games=4, full=16, fast=4, prob=0.5, per_size=4, ratio=1.0, window_c=1000,
+                     checkpoint_every=5, samples_per_shard=100, reload_interval=1.0,
+                     evaluation=EvalConfig(every_min=0.02, pairs=1, playouts=8, anchors=("random",))),
 }
 
 
