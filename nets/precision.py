@@ -1,0 +1,273 @@
+"""The CPU's arithmetic: which precisions it has, their matmul peaks, and the CPU forward
+engine chosen by measurement (``--forward auto``).
+
+Precisions: ``fp32`` (every x86-64 CPU), ``bf16`` (AVX512-BF16 or AMX-BF16: oneDNN runs
+bf16 convolutions and matmuls on them; elsewhere bf16 is emulated and slower than fp32,
+so it is refused), ``int8`` (VNNI — AVX512-VNNI, AVX-VNNI — or AMX-INT8). Engines (kinds
+of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
+
+:func:`choose_forward` times every candidate engine the CPU supports on the run's board
+sizes and batch size within a bounded time, drops any that fails its self-check against
+the eager fp32 forward, and picks the fastest. The choice is cached per machine, net
+architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
+``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
+holds only the choice and its table, never weights.
+
+Units: GFLOP/s counts a multiply-add as two operations (int8: GOP/s, same convention).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PRECISIONS", "PRECISION_OF", "CpuInfo", "ForwardChoice", "PrecisionUnavailable", "choose_forward",
+           "cpu_info", "matmul_peak", "roofline"]
+
+PRECISIONS = ("fp32", "bf16", "int8")
+
+#: The precision each CPU engine computes in.
+PRECISION_OF = {"eager": "fp32", "fused": "fp32", "compiled": "fp32", "numpy": "fp32", "ort": "fp32",
+                "bf16": "bf16", "ort_int8": "int8"}
+
+#: CPU flags (as /proc/cpuinfo spells them) that make a precision native.
+_NATIVE = {"fp32": (), "bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
+
+
+class PrecisionUnavailable(RuntimeError):
+    """The CPU lacks the instructions of a precision (the message names them)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuInfo:
+    """The processor: its model name and instruction-set flags."""
+
+    model: str
+    flags: frozenset[str]
+
+    def has(self, precision: str) -> bool:
+        """True when `precision` runs on native instructions here."""
+        need = _NATIVE[precision]
+        return not need or any(f in self.flags for f in need)
+
+    def require(self, precision: str) -> None:
+        """PrecisionUnavailable unless :meth:`has` `precision`."""
+        if not self.has(precision):
+            raise PrecisionUnavailable(
+                f"this CPU ({self.model}) lacks {precision} instructions (needs one of "
+                f"{', '.join(_NATIVE[precision])}); use --forward ort or fused (fp32)")
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        return tuple(p for p in PRECISIONS if self.has(p))
+
+    def to_dict(self) -> dict:
+        keep = sorted(f for f in self.flags if f.startswith(("avx", "amx", "fma", "sse4")))
+        return {"cpu_model": self.model, "cpu_flags": keep, "precisions": list(self.precisions)}
+
+
+def cpu_info(path: str = "/proc/cpuinfo") -> CpuInfo:
+    """The CPU's model and flags (Linux /proc/cpuinfo; elsewhere the platform's name and no
+    flags, i.e. fp32 only)."""
+    model, flags = platform.processor() or platform.machine(), frozenset()
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model in ("", platform.processor(), platform.machine()):
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = frozenset(value.split())
+                if flags and key == "model name":
+                    break
+    except OSError:
+        pass
+    return CpuInfo(model=model, flags=flags)
+
+
+def matmul_peak(precision: str, threads: int, n: int = 2048, seconds: float = 1.0) -> float:
+    """Measured GFLOP/s (int8: GOP/s) of an n x n x n matmul in `precision` on `threads`
+    threads: the best of repeated runs within about `seconds`."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        g = torch.Generator().manual_seed(0)
+        if precision == "int8":
+            a = torch.randint(-100, 100, (n, n), dtype=torch.int8, generator=g)
+            b = torch.randint(-100, 100, (n, n), dtype=torch.int8, generator=g)
+            op = torch._int_mm
+        else:
+            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+            a = torch.randn(n, n, generator=g).to(dtype)
+            b = torch.randn(n, n, generator=g).to(dtype)
+            op = torch.mm
+        op(a, b)  # warm-up (oneDNN primitive creation)
+        best, t_end = float("inf"), time.perf_counter() + seconds
+        while True:
+            t0 = time.perf_counter()
+            op(a, b)
+            best = min(best, time.perf_counter() - t0)
+            if time.perf_counter() > t_end:
+                break
+        return 2.0 * n ** 3 / best / 1e9
+    finally:
+        torch.set_num_threads(old)
+
+
+def roofline(threads: int, seconds: float = 1.0) -> dict:
+    """{precision: peak GFLOP/s} for every precision this CPU runs natively, with the
+    machine (``cpu_model``, ``cpu_flags``) and ``best_peak`` (the largest)."""
+    info = cpu_info()
+    peaks = {p: round(matmul_peak(p, threads, seconds=seconds), 1) for p in info.precisions}
+    return {**info.to_dict(), "threads": threads, "peak_gflops": peaks, "best_peak": max(peaks.values())}
+
+
+# ------------------------------------------------------------------ the measured choice
+@dataclasses.dataclass(frozen=True)
+class ForwardChoice:
+    """What ``--forward auto`` picked: `kind` (a :mod:`nets.backends` kind), its
+    `precision`, `table` ({kind: evals/s, or the reason it was not eligible}), the
+    seconds spent timing and whether the choice came from the cache."""
+
+    kind: str
+    precision: str
+    table: dict
+    seconds: float
+    cached: bool
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: The engines ``auto`` considers, in order of preference on a tie.
+AUTO_CANDIDATES = ("ort", "fused", "bf16", "ort_int8")
+
+
+def _cache_path() -> Path:
+    root = os.environ.get("C4FAST_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "c4fast")
+    return Path(root) / "forward.json"
+
+
+def _cache_key(config, threads: int, sizes, batch: int, candidates) -> str:
+    import torch
+
+    info = cpu_info()
+    text = json.dumps([info.model, sorted(info.flags), config.to_dict() if hasattr(config, "to_dict")
+                       else dataclasses.asdict(config), threads, [list(s) for s in sizes], batch,
+                       list(candidates), torch.__version__], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _read_cache() -> dict:
+    try:
+        with open(_cache_path()) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(key: str, choice: ForwardChoice) -> None:
+    from c4fast.runtime import atomic_write_json
+
+    data = _read_cache()
+    data[key] = {"kind": choice.kind, "precision": choice.precision, "table": choice.table,
+                 "seconds": choice.seconds}
+    while len(data) > 64:  # bounded: drop the oldest entries
+        data.pop(next(iter(data)))
+    try:
+        _cache_path().parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(str(_cache_path()), data)
+    except OSError as e:  # a read-only home: the choice still stands for this run
+        log.warning("could not cache the forward choice in %s: %s", _cache_path(), e)
+
+
+def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,
+                   budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
+    """The fastest CPU engine for `model` on `sizes` at `batch` positions per forward,
+    among `candidates` this CPU supports that pass their self-check (see the module
+    docstring); at most about `budget_s` seconds of timing (engine start-up included)."""
+    import torch
+
+    from nets.backends import BackendUnavailable, CpuBackend, tolerance_of
+    from nets.selfcheck import SelfCheckError, random_planes, self_check
+
+    model = getattr(model, "_orig_mod", model).eval()
+    config = model.config
+    sizes = [tuple(s) for s in sizes] or [(12, 12)]
+    key = _cache_key(config, threads, sizes, batch, candidates)
+    if use_cache:
+        hit = _read_cache().get(key)
+        if isinstance(hit, dict) and hit.get("kind") in candidates:
+            return ForwardChoice(hit["kind"], hit["precision"], hit["table"], hit.get("seconds", 0.0), True)
+
+    info = cpu_info()
+    t_start = time.perf_counter()
+    table: dict = {}
+    # the sizes timed: the largest and the smallest board (the run's mix lies between)
+    timed = sorted(set(sizes), key=lambda s: s[0] * s[1])
+    timed = [timed[-1]] if len(timed) == 1 else [timed[-1], timed[0]]
+    n = max(1, int(batch))
+    inputs = [random_planes(n, config.in_planes, h, w, seed=1).astype(np.float32) for h, w in timed]
+
+    def reference(x):
+        with torch.inference_mode():
+            pol, val = model(torch.from_numpy(np.asarray(x, np.float32)))
+            return pol, torch.softmax(val.float(), 1)
+
+    per_engine = budget_s / max(1, len(candidates))
+    for kind in candidates:
+        precision = PRECISION_OF[kind]
+        if not info.has(precision):
+            table[kind] = f"no {precision} instructions"
+            continue
+        t0 = time.perf_counter()
+        try:
+            be = CpuBackend(model, kind, threads=threads)
+            for h, w in timed:
+                self_check(f"{kind} forward", lambda x: _wdl(be(np.asarray(x, np.float32))), reference, h, w,
+                           min(n, 32), config.in_planes, tolerance_of(kind))
+        except (BackendUnavailable, SelfCheckError, PrecisionUnavailable, RuntimeError) as e:
+            table[kind] = f"refused: {str(e)[:160]}"
+            continue
+        # time: alternate the sizes until this engine's share of the budget is spent
+        done, spent, i = 0, 0.0, 0
+        while spent < max(0.05, per_engine - (time.perf_counter() - t0)) or done < 2 * len(timed):
+            x = inputs[i % len(inputs)]
+            t1 = time.perf_counter()
+            be(x)
+            spent += time.perf_counter() - t1
+            done += 1
+            i += 1
+            if done >= 2 * len(timed) and time.perf_counter() - t0 > per_engine:
+                break
+        table[kind] = round(done * n / spent, 1)
+    speeds = {k: v for k, v in table.items() if isinstance(v, float)}
+    if not speeds:
+        raise RuntimeError(f"no CPU forward engine passed its self-check: {table}")
+    best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
+    choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False)
+    if use_cache:
+        _write_cache(key, choice)
+    return choice
+
+
+def _wdl(out):
+    """(policy logits, value logits) -> (policy logits, WDL probabilities)."""
+    pol, val = out
+    v = np.asarray(val, np.float64)
+    e = np.exp(v - v.max(1, keepdims=True))
+    return pol, e / e.sum(1, keepdims=True)
