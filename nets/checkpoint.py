@@ -112,7 +112,9 @@ def load_checkpoint(
     strictly and put in eval mode on `map_location`; meta holds every stored key except
     ``state_dict`` plus ``"path"``. Raises :class:`CheckpointError` naming the mismatch for
     unreadable/foreign files, an encoding version c4fast cannot read or a plane count not its,
-    weights not fitting the config, or a config different from `expect_config`.
+    a config outside :data:`nets.config.NET_LIMITS`, weights not fitting the config (names,
+    shapes and dtypes are checked against a net built on the ``meta`` device, before the net
+    is allocated) or a config different from `expect_config`.
     """
     path = os.fspath(path)
     obj = _read(path, map_location)
@@ -136,8 +138,8 @@ def load_checkpoint(
     state = obj.get("state_dict")
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path!r} has no state_dict")
-    model = Net(config)
-    own = model.state_dict()
+    with torch.device("meta"):  # the expected names and shapes, nothing allocated
+        own = Net(config).state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     if missing or unexpected:
@@ -147,14 +149,15 @@ def load_checkpoint(
         )
     for k, v in own.items():
         got = state[k]
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(v.shape):
-            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(v.shape) or got.dtype != v.dtype:
+            shape = f"{tuple(got.shape)} {got.dtype}" if isinstance(got, torch.Tensor) else type(got).__name__
             raise CheckpointError(
                 f"checkpoint {path!r} parameter {k!r} has shape {shape} but config "
-                f"{config.name!r} needs {tuple(v.shape)}"
+                f"{config.name!r} needs {tuple(v.shape)} {v.dtype}"
             )
         if got.is_floating_point() and not bool(torch.isfinite(got).all()):
             raise CheckpointError(f"checkpoint {path!r} parameter {k!r} holds non-finite values (NaN or inf)")
+    model = Net(config)  # only now: the weights fit a config within nets.config's bounds
     model.load_state_dict(state, strict=True)
     if isinstance(map_location, (str, torch.device)):
         model.to(map_location)

@@ -7,6 +7,7 @@ checkpoints and numpy exports store it as a plain dict (``to_dict``/``from_dict`
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -56,9 +57,21 @@ def take_planes(planes, in_planes: int):
     return planes if shape[1] == in_planes else planes[:, :in_planes]
 
 
+#: Upper bounds of the :class:`NetConfig` fields, generous (the largest preset has 128
+#: channels, 3 blocks and a 128-unit value MLP) but finite, and of the whole net's weights
+#: (:func:`export_shapes`; 32 M floats, 128 MB): a checkpoint or an export read from disk
+#: cannot make a loader allocate gigabytes before its weights are checked.
+NET_LIMITS = {"channels": 512, "blocks": 64, "bottleneck_channels": 512, "inner_blocks": 8,
+              "gpool_channels": 256, "policy_channels": 256, "value_channels": 256, "value_hidden": 1024}
+MAX_WEIGHTS = 32_000_000
+
+
 def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+    maximum = NET_LIMITS.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"NetConfig.{name} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"NetConfig.{name} must be at most {maximum}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,9 @@ class NetConfig:
         if len(set(gb)) != len(gb):
             raise ValueError(f"NetConfig.gpool_blocks has duplicates: {gb!r}")
         object.__setattr__(self, "gpool_blocks", tuple(sorted(gb)))
+        n = sum(math.prod(shape) for shape in export_shapes(self).values())
+        if n > MAX_WEIGHTS:
+            raise ValueError(f"NetConfig {self.name!r} has {n:,} weights, over the bound of {MAX_WEIGHTS:,}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible dict (``gpool_blocks`` as a list)."""
@@ -156,6 +172,34 @@ class NetConfig:
         """Fields that differ: {field: (self value, other value)}."""
         a, b = self.to_dict(), other.to_dict()
         return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def export_shapes(config: NetConfig) -> dict[str, tuple[int, ...]]:
+    """The arrays of a net's numpy export (:mod:`nets.numpy_net`, BN folded) and their
+    shapes, computed from `config` alone (nothing allocated): what a ``.npz`` must hold,
+    and the size of the net (its weights, BatchNorm statistics folded away)."""
+    c, m, pc, vc = config.channels, config.bottleneck_channels, config.policy_channels, config.value_channels
+    s: dict[str, tuple[int, ...]] = {"input.w": (9 * config.in_planes, c), "input.b": (c,)}
+    for i in range(config.blocks):
+        p = f"b{i}."
+        s[p + "in.s"] = s[p + "in.t"] = (c,)
+        s[p + "reduce.w"] = (c, m)
+        for j in range(config.inner_blocks):
+            q = f"{p}r{j}."
+            g = config.gpool_channels if j == 0 and i in config.gpool_blocks else 0
+            s[q + "n1.s"] = s[q + "n1.t"] = (m,)
+            s[q + "conv1.w"], s[q + "conv1.b"] = (9 * m, m - g), (m - g,)
+            if g:
+                s[q + "gconv.w"], s[q + "gconv.b"], s[q + "glin.w"] = (9 * m, g), (g,), (3 * g, m - g)
+            s[q + "conv2.w"] = (9 * (m - g), m)
+        s[p + "out.s"] = s[p + "out.t"] = (m,)
+        s[p + "expand.w"] = (m, c)
+    s["trunk.s"] = s["trunk.t"] = (c,)
+    s.update({"p.conv.w": (c, pc), "p.conv.b": (pc,), "p.glin.w": (3 * pc, pc), "p.gconv.w": (c, pc),
+              "p.gconv.b": (pc,), "p.out.w": (pc, 1), "v.conv.w": (c, vc), "v.conv.b": (vc,),
+              "v.fc1.w": (3 * vc, config.value_hidden), "v.fc1.b": (config.value_hidden,),
+              "v.fc2.w": (config.value_hidden, 3), "v.fc2.b": (3,)})
+    return s
 
 
 #: Forward paths of an inference server (:mod:`nets.server`, :mod:`nets.backends`);

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import zipfile
 from typing import Any
 
 import numpy as np
 
-from nets.config import NetConfig, encoding_mismatch, encoding_of, take_planes
+from nets.config import NetConfig, encoding_mismatch, encoding_of, export_shapes, take_planes
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 
@@ -133,6 +134,75 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     return os.fspath(out_path)
 
 
+# --------------------------------------------------------------------------- reading
+
+_TEXT_MEMBER_BYTES = 65_536  # bound of the __config__ and __meta__ members (JSON text)
+_NPY_HEADER_BYTES = 4_096  # room for a .npy member's header beyond its data
+
+
+def _member(zf: zipfile.ZipFile, name: str, shape: tuple, dtype: np.dtype, path: str) -> np.ndarray:
+    """Array `name` of an export, refused unless its zip entry's declared size and its .npy
+    header's shape and dtype are the expected ones (checked before its data is read)."""
+    info = zf.getinfo(name + ".npy")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if info.file_size > nbytes + _NPY_HEADER_BYTES:
+        raise ValueError(f"{path!r} member {name!r} declares {info.file_size:,} bytes; "
+                         f"at most {nbytes + _NPY_HEADER_BYTES:,} expected")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"{path!r} member {name!r} has .npy version {version}, not 1.0 or 2.0")
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        got_shape, fortran, got_dtype = read_header(f)
+        if tuple(got_shape) != tuple(shape) or got_dtype != dtype or fortran:
+            raise ValueError(f"{path!r} member {name!r} is {got_dtype}{list(got_shape)}, "
+                             f"expected {dtype}{list(shape)}")
+        data = bytearray(nbytes)
+        got = f.readinto(data)
+        if got != nbytes or f.read(1):
+            raise ValueError(f"{path!r} member {name!r} does not hold the {nbytes} bytes of its header's shape")
+    return np.frombuffer(data, dtype).reshape(shape)
+
+
+def _read_export(path: str) -> tuple[NetConfig, dict, dict[str, np.ndarray]]:
+    """(config, meta, arrays) of an export; ValueError unless its members are exactly
+    ``__config__``, ``__meta__`` (small JSON strings) and the arrays of
+    :func:`nets.config.export_shapes` for that config (float32, their shapes)."""
+    with zipfile.ZipFile(path) as zf:
+        members = {i.filename[:-4] for i in zf.infolist() if i.filename.endswith(".npy")}
+        if len(members) != len(zf.infolist()):
+            raise ValueError(f"{path!r} is not a c4fast numpy net: it holds members other than .npy arrays")
+        texts = {}
+        for key in ("__config__", "__meta__"):
+            if key not in members:
+                raise ValueError(f"{path!r} is not a c4fast numpy net: no {key} member")
+            info = zf.getinfo(key + ".npy")
+            if info.file_size > _TEXT_MEMBER_BYTES:
+                raise ValueError(f"{path!r} member {key!r} declares {info.file_size:,} bytes; "
+                                 f"at most {_TEXT_MEMBER_BYTES:,} expected")
+            with zf.open(info) as f:
+                a = np.lib.format.read_array(f, allow_pickle=False)
+            if a.shape != () or a.dtype.kind != "U":
+                raise ValueError(f"{path!r} member {key!r} is not a JSON string")
+            texts[key] = str(a)
+        try:
+            config = NetConfig.from_dict(json.loads(texts["__config__"]))
+            meta = json.loads(texts["__meta__"])
+        except ValueError as e:
+            raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"{path!r} is not a c4fast numpy net: __meta__ is not a JSON object")
+        shapes = export_shapes(config)
+        extra = sorted(members - set(shapes) - set(texts))
+        missing = sorted(set(shapes) - members)
+        if extra or missing:
+            raise ValueError(f"{path!r} does not hold the arrays of its config {config.name!r}: "
+                             f"missing {missing[:8]}, unexpected {extra[:8]}")
+        f32 = np.dtype(np.float32)
+        arrays = {k: _member(zf, k, shape, f32, path) for k, shape in shapes.items()}
+    return config, meta, arrays
+
+
 # --------------------------------------------------------------------------- forward
 
 
@@ -192,19 +262,14 @@ class NumpyNet:
 
         The file's encoding version and plane count must be one that c4fast reads and fit
         the stored net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not
-        import numba).
+        import numba). Every member is checked before it is read (:func:`_read_export`), so
+        a small file that would inflate to gigabytes is refused without allocating them.
         """
         path = os.fspath(path)
         try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except Exception as e:
-            raise ValueError(f"{path!r} is not a readable numpy net ({type(e).__name__}: {e})") from e
-        try:
-            config = NetConfig.from_dict(json.loads(str(arrays.pop("__config__"))))
-            meta = json.loads(str(arrays.pop("__meta__")))
-        except (KeyError, ValueError) as e:
-            raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from e
+            config, meta, arrays = _read_export(path)
+        except (OSError, zipfile.BadZipFile, EOFError) as e:
+            raise ValueError(f"{path!r} is not a readable numpy net ({type(e).__name__}: {e})") from None
         if meta.get("format") != NUMPY_FORMAT or meta.get("format_version") != NUMPY_FORMAT_VERSION:
             raise ValueError(
                 f"{path!r} has format {meta.get('format')!r} v{meta.get('format_version')!r}; "
@@ -213,6 +278,9 @@ class NumpyNet:
         why = encoding_mismatch(meta.get("encoding_version"), meta.get("num_planes"), config.in_planes)
         if why:
             raise ValueError(f"{path!r} does not fit: {why}")
+        for k, a in arrays.items():
+            if not np.isfinite(a).all():
+                raise ValueError(f"{path!r} array {k!r} holds non-finite values (NaN or inf)")
         return cls(config, arrays, meta)
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

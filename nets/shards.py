@@ -357,6 +357,17 @@ def list_shards(paths) -> list[str]:
     return sorted(out)
 
 
+def shard_totals(paths) -> tuple[int, int]:
+    """(games, samples) held by the shard files `paths`, from their ``num_games`` and
+    ``num_samples`` attributes; OSError/KeyError for a file that is not a readable shard."""
+    games = samples = 0
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            games += int(f.attrs["num_games"])
+            samples += int(f.attrs["num_samples"])
+    return games, samples
+
+
 def count_samples(paths, cache: dict | None = None) -> tuple[int, int]:
     """(shards, samples) of the finished shards in `paths`, from each shard's
     ``num_samples`` attribute (unreadable shards count as 0 samples). `cache` (path ->

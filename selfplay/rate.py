@@ -140,6 +140,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         log.info("interrupted: the games played so far are in %s; the same command resumes", games)
         return 130
+    except ValueError as e:  # a checkpoint that cannot be used (nets.checkpoint.CheckpointError...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     ratings = fit_ratings(records, anchor=anchor, prior_games=1.0)
     atomic_write_json(os.path.join(args.out, "ratings.json"), ratings.to_dict())
     rows = []

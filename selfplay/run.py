@@ -5,7 +5,9 @@ processes; each worker plays G games at once through the batched MCTS, rotating 
 the board sizes, and writes shards to ``--out``. Prints a status line every few seconds
 and a final JSON summary. Ctrl-C stops cleanly (finished games are written).
 
-Exit codes: 0 done, 1 failure while running (e.g. the server died), 2 bad arguments.
+Exit codes: 0 done, 1 failure while running (the server died, a worker failed, e.g. to
+write a shard, even if its restart went on: the summary's ``error``), 2 bad arguments.
+The summary's ``games`` and ``samples`` are what the run's shards hold.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
     from nets.server import ServerConfig, request_shutdown, start_server
+    from nets.shards import shard_totals
     from selfplay.worker import SERVER_ERROR_EXIT, WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
@@ -169,6 +172,7 @@ def run(cfg: RunConfig) -> dict:
     procs = [spawn(w) for w in range(workers)]
     inc_stats: dict[tuple[int, int], dict] = {}  # (worker, restart) -> that incarnation's totals
     errors: list[str] = []
+    failed: list[str] = []  # the errors of worker incarnations that failed (e.g. could not write)
     restart_at: dict[int, float] = {}  # worker -> when its back-off ends
 
     def handle(msg) -> None:
@@ -178,6 +182,9 @@ def run(cfg: RunConfig) -> dict:
             inc_stats[(w, incarnation)] = payload
         elif kind == "error":  # the inference server failed or refused: fatal (see below)
             errors.append(f"worker {w}: {payload}")
+        elif kind == "failed":  # an incarnation failed (it is restarted; the run will end with an error)
+            failed.append(f"worker {w} (restart {incarnation}) failed: {payload}")
+            log.error("%s", failed[-1])
 
     t0 = time.monotonic()
     next_status = t0 + cfg.status_every
@@ -294,8 +301,14 @@ def run(cfg: RunConfig) -> dict:
     except OSError as e:  # the directory went away under the run
         all_shards = []
         failure = failure or f"--out {cfg.out!r} is gone: {e.strerror}"
+    try:
+        written = shard_totals(all_shards)
+    except (OSError, KeyError) as e:
+        written = (0, 0)
+        failure = failure or f"a shard of this run cannot be read back: {e}"
     summary = {
-        "games": tot["games"], "samples": tot["samples"], "moves": tot["moves"],
+        # what the shards hold (games played but lost with a failed write are not counted)
+        "games": written[0], "samples": written[1], "games_played": tot["games"], "moves": tot["moves"],
         "seconds": round(elapsed, 2),
         "samples_per_s": round(tot["samples"] / elapsed, 2),
         "moves_per_s": round(tot["moves"] / elapsed, 2),
@@ -315,8 +328,10 @@ def run(cfg: RunConfig) -> dict:
         "shards": all_shards, "worker_restarts": restarts, "node_tag": node_tag, "incarnation": run_id,
         "config": config_to_dict(cfg),
     }
-    if failure or errors:
-        summary["error"] = failure or errors[0]
+    if failure or errors or failed:
+        summary["error"] = failure or (errors[0] if errors else failed[-1])
+        if failure and failed and failed[-1] not in failure:
+            summary["error"] += f"; last worker error: {failed[-1]}"
     return summary
 
 

@@ -332,5 +332,8 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
         writer.flush()
         stats_queue.put(("error", spec.index, spec.restart, str(e)))
         raise SystemExit(SERVER_ERROR_EXIT) from None
+    except Exception as e:  # e.g. a shard that could not be written: the parent's summary says so
+        stats_queue.put(("failed", spec.index, spec.restart, f"{type(e).__name__}: {e}"))
+        raise
     finally:
         client.close()

@@ -268,6 +268,44 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
     assert not leaked_shm(shm_before)
 
 
+@pytest.mark.slow
+def test_restarts_are_logged_and_a_resume_after_kill9_of_the_driver_keeps_the_time_budget(tmp_path):
+    pytest.importorskip("ray")
+    run, log = tmp_path / "run", tmp_path / "driver.log"
+    cmd = cluster_cmd(run, 1.0)
+    cmd[cmd.index("--status-every") + 1] = "2"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env(), stdout=subprocess.DEVNULL, stderr=err)
+    saved = lambda: json.loads((run / "cluster.json").read_text())  # noqa: E731
+    try:
+        wait_for(lambda: (run / "data").is_dir() and
+                 any(shard_node(p)[0] == "n0" for p in list_shards([run / "data"])), 180, "a shard from n0")
+        os.kill(json.loads((run / "nodes" / "n0" / "actor.json").read_text())["pid"], signal.SIGKILL)
+        wait_for(lambda: "n0: actor restarted by Ray (incarnation" in log.read_text(), 120,
+                 "the restart logged while the run goes on")
+        assert proc.poll() is None
+        wait_for(lambda: saved()["elapsed"] >= 20, 120, "cluster.json saved with the run time so far")
+    finally:
+        proc.kill()  # kill -9 of the driver: its cluster is left behind, as after a crash
+        proc.wait()
+        for pid in processes_with_env(str(run)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    wait_for(lambda: not processes_with_env(str(run)), 60, "the killed run's processes to go")
+    elapsed = saved()["elapsed"]
+    assert 20 <= elapsed < 60
+    r = subprocess.run(cluster_cmd(run, 1.0), cwd=ROOT, env=run_env(), capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    after = json.loads(r.stdout.strip().splitlines()[-1])
+    # the resumed run used only what was left of the minute (its own clock: at most a status interval more)
+    assert elapsed <= after["elapsed_s"] <= 60 + 5
+    assert saved()["runs"] == 2 and saved()["elapsed"] == pytest.approx(after["elapsed_s"], abs=0.1)
+    assert not processes_with_env(str(run))
+
+
 def test_help_and_bad_arguments():
     proc = subprocess.run([sys.executable, "-m", "selfplay.cluster", "--help"], cwd=ROOT, env=run_env(),
                           capture_output=True, text=True, timeout=60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -148,6 +149,34 @@ def test_a_worker_that_keeps_failing_ends_the_run(tmp_path):
     # been between restarts when the run stopped, so only a lower bound holds for the total
     assert "died 3 times" in summary["error"] and "--max-restarts 2" in summary["error"]
     assert summary["worker_restarts"] >= 2
+
+
+def test_a_run_whose_writes_failed_once_ends_with_the_error_and_counts_what_the_shards_hold(tmp_path):
+    """The shard directory is replaced by a file for a moment (a failed write, as root too):
+    a worker fails, is restarted and the run goes on once the directory is back; it still
+    ends non-zero with the worker's error, and its game count is what its shards hold."""
+    proc, status = start_run(tmp_path, "--samples-per-shard", "1")
+    d = tmp_path / "d"
+    wait_for(lambda: first_shard(d) and status.exists(), what="a first shard")
+    os.rename(d, tmp_path / "away")
+    d.write_text("not a directory for a moment")
+    wait_for(lambda: json.loads(status.read_text())["worker_restarts"] >= 1, what="a failed worker's restart")
+    d.unlink()
+    os.rename(tmp_path / "away", d)
+    before = set(list_shards([d]))
+    wait_for(lambda: set(list_shards([d])) - before, what="a shard written after the failure")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    failed = re.compile(r"worker \d \(restart 0\) failed: (FileExistsError|NotADirectoryError)")
+    assert failed.search(summary["error"]), summary["error"]
+    assert failed.search(err)  # logged when it happened
+    shards = list_shards([d])
+    assert sorted(summary["shards"]) == sorted(map(str, shards))
+    assert summary["games"] == sum(len(read_shard(p)["games"]["game_id"]) for p in shards)
+    assert summary["samples"] == samples_on_disk(d)
+    assert summary["games_played"] >= summary["games"]
 
 
 def test_a_second_run_on_the_same_directory_is_refused(tmp_path):

@@ -2,6 +2,7 @@
 with real engines, plus its notations. Browser tests: test_web_browser.py."""
 
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -47,6 +48,21 @@ def _post_raw(url: str, data: bytes):
         return e.code, json.loads(e.read())
 
 
+def http_request(url: str, method: str, path: str, data: bytes | None = None, headers: dict | None = None,
+                 source: str | None = None):
+    """(status, JSON answer) of one request; `source` is the client's own loopback address
+    (e.g. 127.0.0.2: another client, as the server's per-client limits see it)."""
+    host, port = url.split("//")[1].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=120,
+                                      source_address=(source, 0) if source else None)
+    try:
+        conn.request(method, path, body=data, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
 class Server:
     """A running `python -m selfplay.web` on a free loopback port."""
 
@@ -57,11 +73,14 @@ class Server:
     def get(self, path: str):
         return _get(self.url + path)
 
-    def post(self, path: str, body):
+    def post(self, path: str, body, source: str | None = None):
+        if source:
+            return http_request(self.url, "POST", path, json.dumps(body).encode(),
+                                {"Content-Type": "application/json"}, source)
         return _post_raw(self.url + path, json.dumps(body).encode())
 
-    def ok(self, path: str, body=None) -> dict:
-        status, data = self.get(path) if body is None else self.post(path, body)
+    def ok(self, path: str, body=None, source: str | None = None) -> dict:
+        status, data = self.get(path) if body is None else self.post(path, body, source)
         assert status == 200, data
         return data
 
@@ -317,8 +336,8 @@ def test_bad_new_game_requests_create_no_game(web_server, tmp_path):
         ({"engine": "minimax:3"}, "unknown player kind 'minimax'"),
         ({"engine": "uct:lots"}, "ROLLOUTS must be an integer"),
         ({"engine": 42}, "'engine' must be a player spec"),
-        ({"engine": "net:/no/such/model.pt"}, "no checkpoint"),
-        ({"engine": f"net:{broken}:16"}, "broken.npz"),
+        ({"engine": "net:/no/such/model.pt"}, "model not available"),
+        ({"engine": f"net:{broken}:16"}, "model not available"),
     ]
     before = web_server.ok("/api/health")["games"]
     for body, message in bad:
@@ -356,7 +375,8 @@ def test_a_slow_engine_is_capped_and_does_not_block_other_requests(tmp_path):
             time.sleep(0.02)
         st, err = srv.post("/api/move", {"game": slow["game"], "col": 5})
         assert st == 409 and "still working" in err["error"]
-        moved = srv.ok("/api/move", {"game": fast["game"], "col": 4})  # served by the other process
+        # another client is served by the other process (one client may hold only one)
+        moved = srv.ok("/api/move", {"game": fast["game"], "col": 4}, source="127.0.0.2")
         assert len(moved["moves"]) == 2
         t.join()
         st, err = result["r"]

@@ -15,7 +15,8 @@ Like ``selfplay.loop`` it evaluates each new checkpoint against anchors in the a
 and fits Elo ratings. Head-node layout (as ``selfplay.loop``)::
 
     DIR/data/  DIR/train/  DIR/arena/games.jsonl  DIR/ratings.json  DIR/elo_curve.csv
-    DIR/cluster.json   settings and accumulated run time (for resuming)
+    DIR/cluster.json   settings, run time and evaluated checkpoints (for resuming; written
+                       atomically at start, every --status-every seconds and at the end)
     DIR/trainer/       the trainer actor's logs and counters
     DIR/nodes/TAG/     on each self-play node: spool/, models/, logs/, counters
 
@@ -23,7 +24,8 @@ Failures: a killed self-play actor or trainer actor is restarted by Ray on its n
 (up to ``--max-restarts``); the command it ran is stopped cleanly first (finished games
 are written, the training state is saved), so only unfinished games are lost and the
 trainer resumes from its saved state. A failed command is restarted by its actor, a
-killed self-play worker by ``selfplay.run``. The head node (driver, trainer, DIR) is a
+killed self-play worker by ``selfplay.run``; the driver logs each restart as its next
+status shows it. The head node (driver, trainer, DIR) is a
 single point of failure: if it dies, stop everything and run the same command again,
 which resumes (spooled shards are uploaded then). ``--address local`` starts a
 throw-away Ray cluster on this machine (loopback only, usage stats off, small object
@@ -49,7 +51,7 @@ import threading
 import time
 import uuid
 
-from c4fast.runtime import check_interrupt, raise_on_interrupt
+from c4fast.runtime import atomic_write_json, check_interrupt, raise_on_interrupt
 from nets.shards import count_samples, list_shards
 
 log = logging.getLogger("c4fast.cluster")
@@ -245,10 +247,12 @@ class ClusterRun:
                 "evaluated": [], "runs": 0}
 
     def _save_state(self) -> None:
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.state, f, indent=1)
-        os.replace(tmp, self.state_path)
+        """Write cluster.json atomically: the settings, the run time so far (this run's
+        clock included, so a resume after kill -9 keeps the budget) and the evaluated
+        checkpoints. Called at start, every status interval and at the end."""
+        snapshot = dict(self.state, elapsed=self.state["elapsed"] + self._run_time(),
+                        evaluated=list(self.state["evaluated"]))  # the evaluation thread appends
+        atomic_write_json(self.state_path, snapshot)
 
     # ------------------------------------------------------------ actors
     def _start_actors(self, deadline: float, run_id: str, marker: str) -> None:
@@ -392,7 +396,9 @@ class ClusterRun:
         for ref in _ready(self.status_refs):
             tag = self.status_refs.pop(ref)
             try:
-                self.statuses[tag] = ray.get(ref)
+                st = ray.get(ref)
+                self._log_restarts(tag, self.statuses.get(tag), st)
+                self.statuses[tag] = st
                 self.last_ok[tag] = now
                 if tag in self.down:
                     log.warning("%s is back (incarnation %d)", tag, self.statuses[tag]["incarnation"])
@@ -417,6 +423,17 @@ class ClusterRun:
                 what = "the trainer" if tag == "trainer" else f"self-play on {tag}"
                 raise ClusterError(f"{what} exited with code {c['exit']} after {st['process_restarts']} restarts; "
                                    f"see the logs in {st.get('logs_dir', 'its logs directory')}")
+
+    @staticmethod
+    def _log_restarts(tag: str, before: dict | None, now: dict) -> None:
+        """Log each restart of `tag`'s actor (by Ray) and of its command as soon as a status shows it."""
+        if before is None:
+            return
+        if now["actor_restarts"] > before["actor_restarts"]:
+            log.warning("%s: actor restarted by Ray (incarnation %d; %d actor restart(s) so far)", tag,
+                        now["incarnation"], now["actor_restarts"])
+        if now["process_restarts"] > before["process_restarts"]:
+            log.warning("%s: its command was restarted (%d restart(s) so far)", tag, now["process_restarts"])
 
     # ------------------------------------------------------------ evaluation (as selfplay.loop)
     def evaluate_new(self) -> None:
@@ -475,6 +492,7 @@ class ClusterRun:
                     next_eval = self._maybe_evaluate(next_eval)
                     if time.monotonic() >= next_status:
                         self._log_status()
+                        self._save_state()
                         next_status = time.monotonic() + self.cfg.status_every
                     time.sleep(0.1)
             except KeyboardInterrupt:

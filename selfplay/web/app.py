@@ -11,7 +11,7 @@ status, or 503/504 when the engines are busy or too slow, and never change a gam
 * ``POST /api/analyse`` — the engine's view of the position (and the exact solver's
   verdict per column on boards it solves quickly, 6x7 in practice).
 
-The README documents the fields. Engines run in worker processes
+docs/WEB.md documents the fields and the security model. Engines run in worker processes
 (:mod:`selfplay.web.engines`); games live in memory (:class:`~selfplay.web.games.GameStore`).
 """
 
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Mount, Route
@@ -35,10 +36,18 @@ import c4fast
 from c4fast.players.solver import fits_one_word
 from selfplay.web import games as gm
 from selfplay.web.engines import EnginePool
+from selfplay.web.security import MAX_WORKERS, MODEL_UNAVAILABLE, ClientSlots, ModelDirs, RequestGuard
 
 log = logging.getLogger("selfplay.web")
 
 ANALYSES_KEPT = 8  # analyses cached per game (the newest positions)
+
+
+def package_models_dir() -> str:
+    """The repository's ``models/`` (the shipped networks): always an allowed model directory."""
+    from selfplay.saiblo import DEFAULT_MODEL
+
+    return os.path.dirname(DEFAULT_MODEL)
 
 
 def default_engine() -> str:
@@ -55,29 +64,44 @@ def default_engine() -> str:
 class WebConfig:
     """Settings of the web board server (times in seconds).
 
-    ``workers`` engine processes; ``engine_seconds`` caps one engine request (a move, an
-    analysis, loading an engine); ``analysis_seconds`` is the analysis's own budget for
-    the principal variation and per-column values (inside the cap); ``solver_seconds``
-    caps the exact solver's verdict; ``queue_seconds`` bounds the wait for a free
-    process; ``max_games`` games are kept (least recently used evicted);
-    ``max_body_bytes`` bounds a request body; ``pv_plies`` is the length of the shown
-    principal variation.
+    ``workers`` engine processes (1..MAX_WORKERS); ``engine_seconds`` caps one engine
+    request (a move, an analysis, loading an engine); ``analysis_seconds`` is the
+    analysis's own budget for the principal variation and per-column values (inside the
+    cap); ``solver_seconds`` caps the exact solver's verdict; ``queue_seconds`` bounds the
+    wait for a free process, and for one of the client's own slots;
+    ``client_requests`` engine requests of one client (address) run at once (0:
+    half the workers, at least one); ``max_games`` games are kept (least recently used
+    evicted); ``max_body_bytes`` bounds a request body; ``pv_plies`` is the length of the
+    shown principal variation; ``allow_hosts`` are the host names accepted in ``Host``
+    besides the loopback ones; ``model_dirs`` the directories ``net:`` engines may read
+    besides the shipped ``models/``.
     """
 
     workers: int = 2
     engine_seconds: float = 30.0
     analysis_seconds: float = 5.0
     solver_seconds: float = 10.0
-    queue_seconds: float = 30.0
+    queue_seconds: float = 10.0
+    client_requests: int = 0
     max_games: int = 200
     max_body_bytes: int = 16_384
     pv_plies: int = 8
     seed: int = 0
     default_engine: str = ""
+    allow_hosts: tuple[str, ...] = ()
+    model_dirs: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if self.workers < 1 or self.max_games < 1 or self.max_body_bytes < 64 or self.pv_plies < 1:
-            raise ValueError(f"workers, max_games, pv_plies must be >= 1 and max_body_bytes >= 64: {self}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
+        if self.max_games < 1 or self.max_body_bytes < 64 or self.pv_plies < 1 or self.client_requests < 0:
+            raise ValueError(f"max_games, pv_plies must be >= 1, client_requests >= 0 and max_body_bytes "
+                             f">= 64: {self}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        for d in self.model_dirs:
+            if not os.path.isdir(d):
+                raise ValueError(f"model directory {d!r} is not a directory")
         for k in ("engine_seconds", "analysis_seconds", "solver_seconds", "queue_seconds"):
             if not getattr(self, k) > 0:
                 raise ValueError(f"{k} must be > 0, got {getattr(self, k)}")
@@ -95,6 +119,8 @@ class Board:
         self.config = config
         self.default_engine = config.default_engine or default_engine()
         self.games = gm.GameStore(config.max_games)
+        self.model_dirs = ModelDirs((package_models_dir(), *config.model_dirs))
+        self.clients = ClientSlots(config.client_requests or max(1, config.workers // 2), config.queue_seconds)
         seed = config.seed or int(np.random.SeedSequence().generate_state(1)[0] >> 1)
         self.engines = EnginePool(config.workers, seed, "engine")
         self.solver = EnginePool(1, seed, "solver")
@@ -104,16 +130,38 @@ class Board:
         return {"op": op, "spec": spec, "height": game.height, "width": game.width,
                 "forbidden": game.forbidden, "moves": game.moves, **extra}
 
-    async def engine_call(self, req: dict) -> dict:
-        c = self.config
-        return await self.engines.call(req, c.engine_seconds, c.queue_seconds)
+    def check_spec(self, spec: str) -> str:
+        """`spec`, or BadRequest(400) for a ``net:`` engine whose model is outside the
+        allowed directories (or gone), or whose spec is malformed; nothing is loaded."""
+        if not spec.startswith("net:"):
+            return spec
+        from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
+        from nets.players import apply_play_options, parse_net_spec, split_net_spec
 
-    async def engine_reply(self, spec: str, human: int, game: c4fast.Game) -> dict | None:
+        path = split_net_spec(spec)[0]
+        if not self.model_dirs.allows(path):
+            log.warning("engine %r refused: %s is not an existing file or directory in the model "
+                        "directories %s", spec, os.path.realpath(path), list(self.model_dirs.dirs))
+            raise gm.BadRequest(400, MODEL_UNAVAILABLE)
+        try:
+            options = parse_net_spec(spec)[3]
+            apply_play_options(options, SearchConfig(), EndgameConfig(), HybridConfig())
+        except ValueError as e:
+            raise gm.BadRequest(400, f"bad engine spec: {e}") from None
+        return spec
+
+    async def engine_call(self, req: dict, client: str) -> dict:
+        """`req` on an engine process, within `client`'s own slots."""
+        c = self.config
+        async with self.clients.slot(client):
+            return await self.engines.call(req, c.engine_seconds, c.queue_seconds)
+
+    async def engine_reply(self, spec: str, human: int, game: c4fast.Game, client: str) -> dict | None:
         """Let engine `spec` move in `game` (in place) if it is its turn (the person plays
         `human`); returns its move's col, wdl (for the engine) and seconds, or None."""
         if game.result is not None or game.to_move == human:
             return None
-        r = await self.engine_call(self._req("move", spec, game))
+        r = await self.engine_call(self._req("move", spec, game), client)
         game.play(r["col"])
         return {"col": r["col"], "wdl": r["wdl"], "seconds": r["seconds"]}
 
@@ -134,6 +182,8 @@ async def read_body(request: Request, limit: int) -> dict:
         body = json.loads(b"".join(chunks) or b"{}")
     except (ValueError, UnicodeDecodeError) as e:
         raise gm.BadRequest(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise gm.BadRequest(400, "the body is not valid JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise gm.BadRequest(400, f"the body must be a JSON object, got {type(body).__name__}")
     return body
@@ -141,6 +191,11 @@ async def read_body(request: Request, limit: int) -> dict:
 
 def _board(request: Request) -> Board:
     return request.app.state.board
+
+
+def _client(request: Request) -> str:
+    """Who sent `request`, for the per-client limits: its address."""
+    return request.client.host if request.client else "unknown"
 
 
 def _locked(wg: gm.WebGame):
@@ -164,7 +219,9 @@ async def health(request: Request) -> JSONResponse:
     b = _board(request)
     return JSONResponse({"ok": True, "games": len(b.games), "max_games": b.config.max_games,
                          "workers": b.config.workers, "idle": b.engines.idle, "busy": b.engines.busy,
-                         "restarts": b.engines.restarts + b.solver.restarts,
+                         "started": b.engines.started, "starting": b.engines.starting,
+                         "restarts": b.engines.restarts + b.solver.restarts, "solver_calls": b.solver.calls,
+                         "clients": len(b.clients), "client_requests": b.clients.pending,
                          "default_engine": b.default_engine, "config": asdict(b.config)})
 
 
@@ -172,14 +229,14 @@ async def new_game(request: Request) -> JSONResponse:
     b = _board(request)
     body = await read_body(request, b.config.max_body_bytes)
     h, w, forbidden, moves = gm.new_game_setup(body, b.rng)
-    spec = gm.engine_spec(body, b.default_engine)
+    spec = b.check_spec(gm.engine_spec(body, b.default_engine))
     human_first = body.get("human_first", True)
     if not isinstance(human_first, bool):
         raise gm.BadRequest(400, f"'human_first' must be true or false, got {human_first!r}")
     game = gm.replay_game(h, w, forbidden, moves)
-    await b.engine_call({"op": "check", "spec": spec})  # a bad spec or checkpoint: 400 here
+    await b.engine_call({"op": "check", "spec": spec}, _client(request))  # a bad spec or model: 400 here
     human = 1 if human_first else 2
-    reply = await b.engine_reply(spec, human, game)
+    reply = await b.engine_reply(spec, human, game, _client(request))
     wg = b.games.add(game, spec, human)
     wg.last_engine = reply
     return JSONResponse(wg.state())
@@ -206,7 +263,7 @@ async def move(request: Request) -> JSONResponse:
             trial.play(col)
         except c4fast.IllegalMove as e:
             raise gm.BadRequest(400, f"illegal move: {e}") from None
-        reply = await b.engine_reply(wg.engine, wg.human, trial)
+        reply = await b.engine_reply(wg.engine, wg.human, trial, _client(request))
         wg.game, wg.last_engine = trial, reply
         return JSONResponse(wg.state())
 
@@ -235,7 +292,7 @@ async def analyse(request: Request) -> JSONResponse:
     c = b.config
     body = await read_body(request, c.max_body_bytes)
     wg = b.games.get(gm.game_id(body))
-    spec = gm.engine_spec(body, wg.engine)
+    spec = b.check_spec(gm.engine_spec(body, wg.engine))
     game = wg.game.copy()
     if game.result is not None:
         raise gm.BadRequest(400, f"the game is over (result {game.result}): nothing to analyse")
@@ -245,10 +302,13 @@ async def analyse(request: Request) -> JSONResponse:
         return JSONResponse(cached)
     req = b._req("analyse", spec, game, pv_plies=c.pv_plies,
                  soft_seconds=min(c.analysis_seconds, 0.8 * c.engine_seconds))
-    jobs = [b.engines.call(req, c.engine_seconds, c.queue_seconds)]
-    if solvable(game):
-        jobs.append(b.solver.call(b._req("solve", None, game), c.solver_seconds, c.queue_seconds))
-    results = await asyncio.gather(*jobs, return_exceptions=True)
+    async with b.clients.slot(_client(request)):
+        if spec != wg.engine:  # another engine than the game's: a bad one is refused before any wait
+            await b.engines.call({"op": "check", "spec": spec}, c.engine_seconds, c.queue_seconds)
+        jobs = [b.engines.call(req, c.engine_seconds, c.queue_seconds)]
+        if solvable(game):
+            jobs.append(b.solver.call(b._req("solve", None, game), c.solver_seconds, c.queue_seconds))
+        results = await asyncio.gather(*jobs, return_exceptions=True)
     if isinstance(results[0], BaseException):
         raise results[0]
     a = results[0]
@@ -333,6 +393,7 @@ def create_app(config: WebConfig | None = None) -> Starlette:
         Route("/api/analyse", _errors(analyse), methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("selfplay.web", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    guard = Middleware(RequestGuard, names=config.allow_hosts)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
     app.state.board = board
     return app

@@ -27,6 +27,7 @@ from collections import OrderedDict
 import c4fast
 from nets.players import make_player, split_net_spec
 from selfplay.web.games import BadRequest
+from selfplay.web.security import MODEL_UNAVAILABLE
 
 log = logging.getLogger("selfplay.web")
 
@@ -70,10 +71,13 @@ class Engines:
         if p is None:
             try:
                 p = make_player(spec, seed=self._seed)
-            except ValueError as e:
-                raise BadRequest(400, f"bad engine spec: {e}") from None
-            except Exception as e:  # a checkpoint that does not load, whatever the reason
-                raise BadRequest(400, f"engine {spec!r} could not be loaded: {type(e).__name__}: {e}") from None
+            except Exception as e:  # noqa: BLE001  (a model that does not load, whatever the reason)
+                if spec.startswith("net:"):  # the reason to the log only: the API is no file oracle
+                    log.warning("engine %r: %s: %s", spec, type(e).__name__, e)
+                    raise BadRequest(400, MODEL_UNAVAILABLE) from None
+                if isinstance(e, ValueError):
+                    raise BadRequest(400, f"bad engine spec: {e}") from None
+                raise
             self._players[spec] = p
             while len(self._players) > MAX_PLAYERS:
                 self._players.popitem(last=False)
@@ -259,8 +263,21 @@ class EnginePool:
         self._idle: asyncio.Queue | None = None
         self._workers: set[_Worker] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._seeds = itertools.count()
+        self._starting = 0  # workers being started
         self.busy = 0
+        self.calls = 0  # requests handed to a worker
         self.restarts = 0
+
+    @property
+    def started(self) -> int:
+        """Worker processes started (warming up, idle or busy)."""
+        return len(self._workers)
+
+    @property
+    def starting(self) -> int:
+        """Workers not yet warmed up (being started or waiting for their turn to start)."""
+        return self._starting
 
     @property
     def idle(self) -> int:
@@ -268,23 +285,32 @@ class EnginePool:
         return self._idle.qsize() if self._idle is not None else 0
 
     async def start(self) -> None:
-        """Start the workers (they join the idle queue once warmed up); the first
-        :meth:`call` starts them if this was not called."""
+        """Start the workers one after another, outside the event loop (each joins the
+        idle queue once warmed up); the first :meth:`call` starts them if this was not called."""
         # one BLAS thread per worker: the numpy net's small matrix products are 5-10x
         # slower with OpenBLAS's spinning threads on a busy machine (spawned children
         # inherit the environment; the server itself does no BLAS work)
         for var in BLAS_THREAD_VARS:
             os.environ.setdefault(var, "1")
         self._idle = asyncio.Queue()
-        for _ in range(self.size):
-            self._spawn()
+        self._launch(self.size)
 
-    def _spawn(self) -> None:
-        w = _Worker(self._ctx, f"{self.name}-{next(self._ids)}", self._seed + len(self._workers))
-        self._workers.add(w)
-        task = asyncio.get_running_loop().create_task(self._admit(w))
+    def _launch(self, n: int) -> None:
+        """Start `n` workers in a background task, each once the previous one is ready."""
+        self._starting += n
+        task = asyncio.get_running_loop().create_task(self._start_workers(n))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _start_workers(self, n: int) -> None:
+        for i in range(n):
+            try:
+                name, seed = f"{self.name}-{next(self._ids)}", self._seed + next(self._seeds)
+                w = await asyncio.to_thread(_Worker, self._ctx, name, seed)  # spawning blocks
+                self._workers.add(w)
+                await self._admit(w)
+            finally:
+                self._starting -= 1  # after _admit: a started worker is idle or gone
 
     async def _admit(self, w: _Worker) -> None:
         try:
@@ -302,14 +328,14 @@ class EnginePool:
     def _replace(self, w: _Worker) -> None:
         self._discard(w)
         self.restarts += 1
-        self._spawn()
+        self._launch(1)
 
     async def call(self, req: dict, seconds: float, wait_seconds: float) -> dict:
         """Run `req` on an idle worker: its reply, or BadRequest (the worker's 4xx; 503 if
         none is free within `wait_seconds`; 504 past `seconds`, the worker replaced)."""
         if self._idle is None:
             await self.start()
-        if not self._workers:
+        if not self._workers and not self._starting:
             raise BadRequest(503, f"no {self.name} process is running (they failed to start; "
                                   f"see the server log)")
         try:
@@ -318,6 +344,7 @@ class EnginePool:
             raise BadRequest(503, f"all {self.size} {self.name} processes stayed busy for "
                                   f"{wait_seconds:g} s; try again") from None
         req = dict(req, id=next(self._ids))
+        self.calls += 1
         self.busy += 1
         try:
             reply = await asyncio.wait_for(asyncio.to_thread(w.request, req), seconds)

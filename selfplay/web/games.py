@@ -29,7 +29,7 @@ from c4fast.game import IllegalMove, check_setup
 
 SAIBLO_SIZES = range(9, 13)
 MAX_SPEC_CHARS = 300
-_REPLAY_RE = re.compile(r"^\s*(\d+)x(\d+)(?:@(\d+),(\d+))?:([\d,\s]*)$")
+_REPLAY_RE = re.compile(r"^ *(\d{1,3})x(\d{1,3})(?:@(\d{1,3}),(\d{1,3}))?:((?: *\d{1,3} *,)* *\d{1,3} *,? *)?$")
 
 
 class BadRequest(Exception):
@@ -130,7 +130,7 @@ def replay_string(game: c4fast.Game) -> str:
 
 def parse_replay(text) -> tuple[int, int, tuple | None, list[int]]:
     """(height, width, forbidden, moves) of a replay string; BadRequest(400) if malformed."""
-    m = _REPLAY_RE.match(text) if isinstance(text, str) and len(text) < 1000 else None
+    m = _REPLAY_RE.fullmatch(text) if isinstance(text, str) and len(text) < 1000 else None
     if not m:
         raise BadRequest(400, f"a replay string looks like '9x10@0,4:4,5,4' (HxW, @row,col of the "
                               f"forbidden cell if any, ':' and the columns played), got {text!r}")
@@ -140,7 +140,7 @@ def parse_replay(text) -> tuple[int, int, tuple | None, list[int]]:
         check_setup(h, w, forbidden)
     except ValueError as e:
         raise BadRequest(400, f"replay string {text!r}: {e}") from None
-    body = m[5].replace(" ", "").strip(",")
+    body = (m[5] or "").replace(" ", "").rstrip(",")
     moves = [int(c) for c in body.split(",")] if body else []
     return h, w, forbidden, moves
 
