@@ -26,10 +26,11 @@ import re
 
 from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
 from c4fast.players import registry
-from c4fast.players.registry import CLI_LIMITS, PlayerKind, SpecContext, SpecError, SpecLimits, spec_forms
+from c4fast.players.registry import (CLI_LIMITS, PlayerKind, SpecContext, SpecError, SpecLimitError, SpecLimits,
+                                     spec_forms)
 from c4fast.protocols import Player
 
-__all__ = ["NET_GRAMMAR", "PLAY_OPTIONS", "apply_play_options", "make_player", "parse_net_spec", "spec_forms",
+__all__ = ["NET_GRAMMAR", "PLAY_OPTIONS", "apply_play_options", "check_net_spec", "make_player", "parse_net_spec", "spec_forms",
            "split_net_spec"]
 
 NET_GRAMMAR = "net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]"
@@ -69,10 +70,10 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
     return registry.make_player(spec, ctx)
 
 
-def _build_net(spec: str, args: str, ctx: SpecContext) -> Player:
-    """The ``net:`` kind's builder (see the module docstring)."""
-    from nets.netplayer import NetPlayer
-
+def check_net_spec(spec: str, ctx: SpecContext = SpecContext()):
+    """(path, playouts, seconds, search, endgame, hybrid) of a ``net:`` spec with its
+    options applied to `ctx`'s configs, checked against ``ctx.limits``; nothing is loaded.
+    SpecError (over a limit: SpecLimitError) on a bad spec."""
     search, hybrid = ctx.search if isinstance(ctx.search, tuple) else (ctx.search, None)
     path, playouts, seconds, options = parse_net_spec(spec, ctx.limits)
     try:
@@ -81,8 +82,16 @@ def _build_net(spec: str, args: str, ctx: SpecContext) -> Player:
     except ValueError as e:
         raise SpecError(f"player {spec!r}: {e}") from None
     if search.leaves_per_step > ctx.limits.leaves_per_step:
-        raise SpecError(f"player {spec!r}: leaves_per_step {search.leaves_per_step} is over the limit of "
-                        f"{ctx.limits.leaves_per_step}")
+        raise SpecLimitError(f"player {spec!r}: leaves_per_step {search.leaves_per_step} is over the limit of "
+                             f"{ctx.limits.leaves_per_step}")
+    return path, playouts, seconds, search, endgame, hybrid
+
+
+def _build_net(spec: str, args: str, ctx: SpecContext) -> Player:
+    """The ``net:`` kind's builder (see the module docstring)."""
+    from nets.netplayer import NetPlayer
+
+    path, playouts, seconds, search, endgame, hybrid = check_net_spec(spec, ctx)
     player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=ctx.threads,
                        search=search, evaluator=ctx.evaluator, endgame=endgame, forward=ctx.forward, hybrid=hybrid)
     player.name = spec
@@ -125,14 +134,14 @@ def parse_net_spec(spec: str, limits: SpecLimits = CLI_LIMITS) -> tuple[str, int
             if not (math.isfinite(seconds) and seconds > 0):
                 raise SpecError(f"player {spec!r}: the time budget must be > 0 seconds")
             if seconds > limits.seconds:
-                raise SpecError(f"player {spec!r}: the time budget {seconds:g} s is over the limit of "
+                raise SpecLimitError(f"player {spec!r}: the time budget {seconds:g} s is over the limit of "
                                 f"{limits.seconds:g} s")
         else:
             playouts = int(tail)
             if playouts < 1:
                 raise SpecError(f"player {spec!r}: playouts must be >= 1 (or :policy)")
             if playouts > limits.playouts:
-                raise SpecError(f"player {spec!r}: {playouts} playouts is over the limit of {limits.playouts}")
+                raise SpecLimitError(f"player {spec!r}: {playouts} playouts is over the limit of {limits.playouts}")
     if not rest:
         raise ValueError(f"player {spec!r}: no checkpoint path; valid forms: {spec_forms()}")
     options: dict[str, str] = {}

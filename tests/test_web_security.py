@@ -195,3 +195,20 @@ def test_engine_processes_start_one_after_another(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_engine_budgets_are_bounded_before_allocation(web_server):
+    """The probe's net:...:20000000 (a 1.3 GB graph) and friends: a 400 naming the limit,
+    before the engine worker allocates anything (selfplay.web.security.WEB_LIMITS)."""
+    import json
+
+    npz = os.path.join(ROOT, "models", "c4fast_cpu.npz")
+    for spec, limit in ((f"net:{npz}:20000000", "100000"), ("uct:5000000", "100000"),
+                        (f"net:{npz}:200:leaves_per_step=65", "64"), ("alphabeta:3000", "60")):
+        body = json.dumps({"height": 12, "width": 12, "forbidden": None, "engine": spec}).encode()
+        st, err = http_request(web_server.url, "POST", "/api/new", body, JSON)
+        assert st == 400 and "over the limit" in err["error"] and limit in err["error"], (spec, err)
+    body = json.dumps({"height": 6, "width": 7, "forbidden": None, "engine": f"net:{npz}:100000",
+                       "human_first": True}).encode()
+    st, state = http_request(web_server.url, "POST", "/api/new", body, JSON)
+    assert st == 200, state

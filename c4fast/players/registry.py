@@ -26,7 +26,7 @@ from importlib import metadata
 
 from c4fast.protocols import Player
 
-__all__ = ["CLI_LIMITS", "PlayerKind", "SpecContext", "SpecError", "SpecLimits", "kinds", "make_player",
+__all__ = ["CLI_LIMITS", "PlayerKind", "SpecContext", "SpecError", "SpecLimitError", "SpecLimits", "kinds", "make_player",
            "register", "spec_forms", "spec_help"]
 
 ENTRY_POINT_GROUP = "c4fast.players"
@@ -34,6 +34,10 @@ ENTRY_POINT_GROUP = "c4fast.players"
 
 class SpecError(ValueError):
     """A player spec that is malformed, of an unknown kind, or over its budget."""
+
+
+class SpecLimitError(SpecError):
+    """A player spec over one of its :class:`SpecLimits` (the message names the limit)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,11 +60,6 @@ class SpecLimits:
     seconds: float = 3600.0
     depth: int = 64
     leaves_per_step: int = 256
-
-    def check(self, spec: str, what: str, value, bound) -> None:
-        """SpecError unless ``value <= bound`` (`what` names the field in the message)."""
-        if value > bound:
-            raise SpecError(f"player {spec!r}: {what} {value} is over the limit of {bound}")
 
 
 #: The bounds of the command-line tools (arena, play, Saiblo, the loop).
@@ -179,7 +178,7 @@ def parse_number(spec: str, text: str, typ: type, what: str, lo=None, hi=None):
     if lo is not None and v < lo:
         raise bad(f"{what} must be >= {lo}, got {v}")
     if hi is not None and v > hi:
-        raise SpecError(f"player {spec!r}: {what} {v} is over the limit of {hi}")
+        raise SpecLimitError(f"player {spec!r}: {what} {v} is over the limit of {hi}")
     return v
 
 

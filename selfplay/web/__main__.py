@@ -41,13 +41,13 @@ def check_engine(spec: str, model_dirs) -> str | None:
     """Why the default engine `spec` cannot be used (None if it can): its model must lie in
     an allowed directory, and the player must build (the spec is parsed, the model loaded)."""
     from nets.players import make_player, split_net_spec
-    from selfplay.web.security import ModelDirs
+    from selfplay.web.security import WEB_LIMITS, ModelDirs
 
     if spec.startswith("net:") and not ModelDirs(model_dirs).allows(split_net_spec(spec)[0]):
         return (f"--engine {spec!r}: its model is not an existing file or directory in the model "
                 f"directories {list(model_dirs)} (add one with --model-dir)")
     try:
-        make_player(spec)
+        make_player(spec, limits=WEB_LIMITS)
     except Exception as e:  # noqa: BLE001  (any reason: one line, exit 2)
         return f"--engine {spec!r}: {' '.join(str(e).split())}"
     return None

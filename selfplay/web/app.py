@@ -36,7 +36,7 @@ import c4fast
 from c4fast.players.solver import fits_one_word
 from selfplay.web import games as gm
 from selfplay.web.engines import EnginePool
-from selfplay.web.security import MAX_WORKERS, MODEL_UNAVAILABLE, ClientSlots, ModelDirs, RequestGuard
+from selfplay.web.security import MAX_WORKERS, MODEL_UNAVAILABLE, WEB_LIMITS, ClientSlots, ModelDirs, RequestGuard
 
 log = logging.getLogger("selfplay.web")
 
@@ -135,8 +135,8 @@ class Board:
         allowed directories (or gone), or whose spec is malformed; nothing is loaded."""
         if not spec.startswith("net:"):
             return spec
-        from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
-        from nets.players import apply_play_options, parse_net_spec, split_net_spec
+        from c4fast.players.registry import SpecContext
+        from nets.players import check_net_spec, split_net_spec
 
         path = split_net_spec(spec)[0]
         if not self.model_dirs.allows(path):
@@ -144,8 +144,7 @@ class Board:
                         "directories %s", spec, os.path.realpath(path), list(self.model_dirs.dirs))
             raise gm.BadRequest(400, MODEL_UNAVAILABLE)
         try:
-            options = parse_net_spec(spec)[3]
-            apply_play_options(options, SearchConfig(), EndgameConfig(), HybridConfig())
+            check_net_spec(spec, SpecContext(limits=WEB_LIMITS))
         except ValueError as e:
             raise gm.BadRequest(400, f"bad engine spec: {e}") from None
         return spec

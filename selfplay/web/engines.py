@@ -25,7 +25,9 @@ import time
 from collections import OrderedDict
 
 import c4fast
+from c4fast.players.registry import SpecLimitError
 from nets.players import make_player, split_net_spec
+from selfplay.web.security import WEB_LIMITS
 from selfplay.web.games import BadRequest
 from selfplay.web.security import MODEL_UNAVAILABLE
 
@@ -70,7 +72,9 @@ class Engines:
         p = self._players.get(spec)
         if p is None:
             try:
-                p = make_player(spec, seed=self._seed)
+                p = make_player(spec, seed=self._seed, limits=WEB_LIMITS)
+            except SpecLimitError as e:  # a budget: nothing about any file in the message
+                raise BadRequest(400, f"bad engine spec: {e}") from None
             except Exception as e:  # noqa: BLE001  (a model that does not load, whatever the reason)
                 if spec.startswith("net:"):  # the reason to the log only: the API is no file oracle
                     log.warning("engine %r: %s: %s", spec, type(e).__name__, e)

@@ -11,6 +11,8 @@
 * :class:`ClientSlots`: at most ``limit`` engine requests of one client (its address)
   at once; the others wait a short while in its own queue, so one client cannot hold
   every engine process; :data:`MAX_WORKERS` bounds the processes themselves.
+* :data:`WEB_LIMITS`: the budgets a request's engine spec may ask for, checked when the
+  spec is parsed, before any search memory is allocated.
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ import json
 import os
 from contextlib import asynccontextmanager
 
+from c4fast.players.registry import SpecLimits
 from selfplay.web.games import BadRequest
 
 #: The one answer for a ``net:`` engine whose model cannot be used, whatever the reason
 #: (outside the allowed directories, missing, a directory without checkpoints, unreadable,
 #: not a model): the reason goes to the server log only, so the API is no file oracle.
+#: Engine budgets of a web request (the command line's are c4fast.players.registry.CLI_LIMITS).
+#: Memory per engine worker, before allocation: a graph search preallocates ~68 B per
+#: playout (100,000: ~7 MB; a time-budget search a fixed 200,000-node graph, ~14 MB), UCT
+#: ~0.5 kB per rollout (100,000: ~50 MB); a request's seconds are capped again by
+#: --engine-seconds.
+WEB_LIMITS = SpecLimits(playouts=100_000, rollouts=100_000, seconds=60.0, depth=64, leaves_per_step=64)
+
 MAX_WORKERS = 64  # engine processes of one server (each holds a few players and their models)
 MODEL_UNAVAILABLE = "model not available (see the server log)"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
