@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpucheck": ("nets.gpucheck", "the GPU acceptance check (CUDA graphs, server, trainer)"),
     "solve": ("c4fast.players.solver", "exact 6x7 scores of positions or Pons's files"),
     "perft": ("c4fast.perft", "count move sequences (rules check)"),
+    "soak": ("selfplay.soak", "run the loop and the web board for an hour, watching memory and files"),
 }
 
 
