@@ -56,10 +56,8 @@ class SearchConfig:
     forced_k: float = field(default=2.0, metadata=opt("forced-playout constant k (0: off)"))
     full_playouts: int = field(default=800, metadata=opt("playouts of a full search"))
     fast_playouts: int = field(default=160, metadata=opt("playouts of a fast search"))
-    full_probability: float = field(default=0.25, metadata=opt("probability of a full search",
-                                                                aliases=("--full-prob",)))
-    leaves_per_step: int = field(default=8, metadata=opt("leaves per game per step (virtual loss)",
-                                                         aliases=("--leaves",)))
+    full_probability: float = field(default=0.25, metadata=opt("probability of a full search"))
+    leaves_per_step: int = field(default=8, metadata=opt("leaves per game per step (virtual loss)"))
     sensible: bool = field(default=True, metadata=opt("expand only sensible moves"))
     tree_reuse: bool = field(default=True, metadata=opt("keep the subtree of the played move"))
     proofs: bool = field(default=True, metadata=opt("graph search: propagate proven results"))

@@ -38,7 +38,7 @@ KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", 
 class WindowConfig:
     """Replay window constants (see module docstring)."""
 
-    c: float = field(default=250_000, metadata=opt("window constant c (samples)", aliases=("--window-c",)))
+    c: float = field(default=250_000, metadata=opt("window constant c (samples)"))
     alpha: float = field(default=0.75, metadata=opt("window growth exponent"))
     beta: float = field(default=0.4, metadata=opt("window growth scale"))
 

@@ -26,7 +26,7 @@ from nets.shards import ShardValueError, ShardWriter, list_shards, read_shard, v
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "16", "--fast-playouts", "4",
-         "--leaves", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
+         "--leaves-per-step", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
 
 
 _STARTED: list[subprocess.Popen] = []

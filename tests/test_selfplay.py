@@ -32,7 +32,7 @@ from selfplay.worker import SURPRISE_PRIOR_FLOOR, first_size_index, policy_surpr
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "24",
-         "--fast-playouts", "8", "--leaves", "4", "--status-every", "1"]
+         "--fast-playouts", "8", "--leaves-per-step", "4", "--status-every", "1"]
 
 
 def run_selfplay(out, *extra, timeout=240):
@@ -45,7 +45,7 @@ def summary_of(proc):
 
 
 def test_small_cpu_run_writes_valid_shards(tmp_path):
-    proc = run_selfplay(tmp_path / "d", "--max-games", "6", "--sizes", "6x7,9x10", "--full-prob", "0.5")
+    proc = run_selfplay(tmp_path / "d", "--max-games", "6", "--sizes", "6x7,9x10", "--full-probability", "0.5")
     assert proc.returncode == 0, proc.stderr
     summ = summary_of(proc)
     assert summ["games"] >= 6 and summ["samples"] > 0 and summ["evals_per_s"] > 0
@@ -117,7 +117,7 @@ def test_policy_surprise_is_the_kl_of_the_target_from_the_raw_prior(pairs):
 
 @pytest.mark.parametrize("prob,weight", [("0", 0.0), ("1", 1.0)])
 def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight):
-    proc = run_selfplay(tmp_path, "--max-games", "2", "--sizes", "6x7", "--full-prob", prob,
+    proc = run_selfplay(tmp_path, "--max-games", "2", "--sizes", "6x7", "--full-probability", prob,
                         "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     for p in list_shards([tmp_path]):
