@@ -173,11 +173,19 @@ def config_to_dict(cfg) -> dict:
 
 def config_from_dict(cls: type[T], data: dict, where: str = "config") -> T:
     """Rebuild `cls` from :func:`config_to_dict` output; unknown or mistyped keys are a
-    :class:`ConfigError` naming the key. Missing keys take the class defaults."""
+    :class:`ConfigError` naming the key. Missing keys take the class defaults. A key of
+    the class's ``RETIRED_FIELDS`` (name -> off value: a removed switch) is dropped when it
+    holds that value, so files written before the removal still load, and refused otherwise."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
     hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    retired = getattr(cls, "RETIRED_FIELDS", {})
+    for k in sorted(set(data) & set(retired)):
+        if data[k] != retired[k]:
+            raise ConfigError(f"{where}.{k}: the switch was removed from c4fast (docs/ABLATIONS.md); "
+                              f"{data[k]!r} is not its off value {retired[k]!r}")
+    data = {k: v for k, v in data.items() if k not in retired}
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown} for {cls.__name__}")
