@@ -2,9 +2,8 @@
 
 Conventions
 -----------
-- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C >= ``config.in_planes``
-  (``c4fast.NUM_PLANES``); the net reads the first ``in_planes`` (a net made for an older
-  encoding reads its prefix), row 0 at the bottom, all positions of a batch the same size.
+- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C = ``config.in_planes``
+  (``c4fast.NUM_PLANES``), row 0 at the bottom, all positions of a batch the same size.
 - Output of ``Net.forward``: ``(policy_logits (B, H, W), value_logits (B, 3))``. One policy
   logit per cell (the move in a column is its landing cell; callers read legal cells and
   do the softmax). Value logits are (win, draw, loss) for the side to move.
@@ -33,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nets.config import NetConfig, take_planes
+from nets.config import NetConfig
 
 __all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict"]
 
@@ -171,8 +170,11 @@ class Net(nn.Module):
                     rb.conv2.weight.mul_(1.0 / math.sqrt(n_res))
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reads the first ``config.in_planes`` of the input planes."""
-        planes = take_planes(planes, self.config.in_planes)
+        if planes.dim() != 4 or planes.shape[1] != self.config.in_planes:
+            raise ValueError(
+                f"expected planes of shape (B, {self.config.in_planes}, H, W), "
+                f"got {tuple(planes.shape)}"
+            )
         if not planes.is_floating_point():
             planes = planes.float()
         x = self.input_conv(planes)

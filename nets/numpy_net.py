@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nets.config import NetConfig, encoding_mismatch, encoding_of, take_planes
+from nets.config import ENCODING_VERSION, NUM_PLANES, NetConfig, encoding_mismatch
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 
@@ -123,7 +123,7 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     meta = {
         "format": NUMPY_FORMAT,
         "format_version": NUMPY_FORMAT_VERSION,
-        "encoding_version": encoding_of(config.in_planes),
+        "encoding_version": ENCODING_VERSION,
         "num_planes": int(config.in_planes),
         "step": step,
     }
@@ -190,9 +190,9 @@ class NumpyNet:
     def load(cls, path: str | os.PathLike) -> "NumpyNet":
         """Read an exported ``.npz``; ValueError if it is not one or does not fit c4fast.
 
-        The file's encoding version and plane count must be one that c4fast reads and fit
-        the stored net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not
-        import numba).
+        The file's encoding version and plane count must be c4fast's and fit the stored
+        net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not import numba;
+        version 2, the removed parity planes, is refused with a message saying so).
         """
         path = os.fspath(path)
         try:
@@ -201,18 +201,22 @@ class NumpyNet:
         except Exception as e:
             raise ValueError(f"{path!r} is not a readable numpy net ({type(e).__name__}: {e})") from e
         try:
-            config = NetConfig.from_dict(json.loads(str(arrays.pop("__config__"))))
+            stored = json.loads(str(arrays.pop("__config__")))
             meta = json.loads(str(arrays.pop("__meta__")))
         except (KeyError, ValueError) as e:
             raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from e
-        if meta.get("format") != NUMPY_FORMAT or meta.get("format_version") != NUMPY_FORMAT_VERSION:
-            raise ValueError(
-                f"{path!r} has format {meta.get('format')!r} v{meta.get('format_version')!r}; "
-                f"expected {NUMPY_FORMAT!r} v{NUMPY_FORMAT_VERSION}"
-            )
-        why = encoding_mismatch(meta.get("encoding_version"), meta.get("num_planes"), config.in_planes)
+        if not isinstance(meta, dict) or meta.get("format") != NUMPY_FORMAT or \
+                meta.get("format_version") != NUMPY_FORMAT_VERSION:
+            got = meta if not isinstance(meta, dict) else f"{meta.get('format')!r} v{meta.get('format_version')!r}"
+            raise ValueError(f"{path!r} has format {got}; expected {NUMPY_FORMAT!r} v{NUMPY_FORMAT_VERSION}")
+        why = encoding_mismatch(meta.get("encoding_version"), meta.get("num_planes"),
+                                stored.get("in_planes", NUM_PLANES) if isinstance(stored, dict) else NUM_PLANES)
         if why:
             raise ValueError(f"{path!r} does not fit: {why}")
+        try:
+            config = NetConfig.from_dict(stored)
+        except ValueError as e:
+            raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from e
         return cls(config, arrays, meta)
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +224,8 @@ class NumpyNet:
         value_logits (B, 3) float32 = (win, draw, loss) for the side to move)."""
         planes = np.asarray(planes)
         cfg, p = self.config, self.p
-        planes = take_planes(planes, cfg.in_planes)
+        if planes.ndim != 4 or planes.shape[1] != cfg.in_planes:
+            raise ValueError(f"expected planes of shape (B, {cfg.in_planes}, H, W), got {planes.shape}")
         x = np.ascontiguousarray(planes.transpose(0, 2, 3, 1), dtype=np.float32)
         x = _conv3x3(x, p["input.w"], p["input.b"])
         for i in range(cfg.blocks):

@@ -25,9 +25,10 @@ of several finished games, grouped by board size so the trainer loads a size at 
         result int8 (M,) (0 draw, 1 / 2 winner), model_version int64 (M,)
 
 Planes are rebuilt exactly from (height, width, forbidden, stones, last, ply) with
-c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch, in the newest encoding: a
-shard of any encoding version c4fast knows reads (the attribute records what the
-writer used).
+c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch, in c4fast's encoding. A shard
+stores positions, not planes, so its ``encoding_version`` attribute only records what the
+writer used: version 1, or 2 for shards written from 3e18975 to 0f5c532 (the removed
+parity planes); both read (:data:`READABLE_ENCODINGS`).
 
 Crash safety: a shard is written to ``NAME.h5.tmp``, closed, then renamed to
 ``NAME.h5``; readers only look at ``*.h5``. A writer killed mid-write leaves a
@@ -47,9 +48,12 @@ import numpy as np
 from c4fast import bitboard as bb
 from c4fast.evaluators import column_plane
 from c4fast.runtime import fsync_dir
-from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANES_OF_VERSION, encode_batch
+from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
 
 SCHEMA_VERSION = 1
+#: encoding versions of the shards that read: c4fast's, and 2 (written from 3e18975 to
+#: 0f5c532; its planes were version 1's plus two, and a shard holds positions, not planes)
+READABLE_ENCODINGS = (1, 2)
 MAX_MOVES = 144
 SAMPLE_FIELDS = {
     "stones": (np.uint64, (2, 3)),
@@ -230,9 +234,9 @@ def read_shard(path: str) -> dict:
                              f"version {SCHEMA_VERSION}")
         enc = f.attrs.get("encoding_version")
         enc = enc.item() if hasattr(enc, "item") else enc
-        if enc not in PLANES_OF_VERSION:  # positions are stored, planes rebuilt: any known version reads
+        if enc not in READABLE_ENCODINGS:  # positions are stored, planes rebuilt
             raise ShardVersionError(f"shard {path!r} has encoding version {enc!r}; c4fast reads "
-                                    f"{sorted(PLANES_OF_VERSION)}")
+                                    f"{list(READABLE_ENCODINGS)}")
         out: dict = {}
         try:
             for name, g in f["samples"].items():
