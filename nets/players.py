@@ -8,8 +8,8 @@ Spec forms (:data:`SPEC_FORMS`):
   (raw policy only), ``net:PATH:1.5s`` (a time budget per move). PATH is a ``.pt``
   checkpoint, a directory of checkpoints (the newest is used) or a ``.npz`` numpy export
   (no torch import). A last part ``:KEY=VALUE[,KEY=VALUE...]`` sets play-time search
-  options (:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig`,
-  :class:`c4fast.config.EndgameConfig` and :class:`c4fast.config.HybridConfig`), e.g.
+  options (:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig` and
+  :class:`c4fast.config.EndgameConfig`), e.g.
   ``net:m.pt:0.2s:c_puct=1.5,max_empty=0``,
   so two players of one net with different settings have different names.
 
@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
+from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.players import bots
 from c4fast.protocols import Player
 
@@ -37,27 +37,24 @@ SPEC_FORMS = ("random | greedy | uct[:ROLLOUTS[:C[:sensible]]] | alphabeta[:SECO
 #: Search options a ``net:`` spec may set (``:KEY=VALUE,...``): KEY -> (the config that
 #: owns it, its field): the play-time fields of SearchConfig (noise, forced playouts and
 #: the self-play playout cap do not apply to a player), EndgameConfig's but its table size
-#: (a spec from the web board must not allocate gigabytes), and HybridConfig's.
+#: (a spec from the web board must not allocate gigabytes).
 PLAY_OPTIONS = {
     **{k: (SearchConfig, k) for k in ("c_puct", "fpu_reduction", "leaves_per_step", "sensible", "tree_reuse",
                                       "proofs")},
     **{k: (EndgameConfig, k) for k in ("max_empty", "share", "nodes")},
-    **{k: (HybridConfig, k) for k in ("guard_share", "guard_depth", "blend")},
 }
 
 
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
                 search: SearchConfig | None = None, evaluator=None,
-                endgame: EndgameConfig | None = None, forward: str = "auto",
-                hybrid: HybridConfig | None = None) -> Player:
+                endgame: EndgameConfig | None = None, forward: str = "auto") -> Player:
     """A player from a spec string; ``player.name`` is a spec that rebuilds it (the given
     one for ``net:``, the canonical form for the baselines, e.g. ``uct`` -> ``uct:2000:1.4``).
 
     `seed` seeds the player's RNG; `threads` is the thread count of a ``net:`` player's
-    forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``),
-    `endgame` its exact endgame solving (default ``EndgameConfig()``) and `hybrid` its
-    alpha-beta help (default ``HybridConfig()``: off), each overridden by the spec's
-    ``:KEY=VALUE`` options; `forward` what
+    forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``)
+    and `endgame` its exact endgame solving (default ``EndgameConfig()``), each overridden
+    by the spec's ``:KEY=VALUE`` options; `forward` what
     computes its net (:data:`nets.config.PLAY_FORWARDS`; "auto": ONNX Runtime for a ``.pt``,
     numpy for a ``.npz``); `evaluator` replaces loading the weights (share one net between
     players).
@@ -69,12 +66,11 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
 
         path, playouts, seconds, options = parse_net_spec(spec)
         try:
-            search, endgame, hybrid = apply_play_options(options, search or SearchConfig(),
-                                                         endgame or EndgameConfig(), hybrid or HybridConfig())
+            search, endgame = apply_play_options(options, search or SearchConfig(), endgame or EndgameConfig())
         except ValueError as e:
             raise ValueError(f"player {spec!r}: {e}") from None
         player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=threads,
-                           search=search, evaluator=evaluator, endgame=endgame, forward=forward, hybrid=hybrid)
+                           search=search, evaluator=evaluator, endgame=endgame, forward=forward)
         player.name = spec
         return player
     return _make_bot(spec, seed)
@@ -135,13 +131,13 @@ def parse_net_spec(spec: str) -> tuple[str, int, float, dict[str, str]]:
     return rest, playouts, seconds, options
 
 
-def apply_play_options(options: dict[str, str], search: SearchConfig, endgame: EndgameConfig,
-                       hybrid: HybridConfig) -> tuple[SearchConfig, EndgameConfig, HybridConfig]:
-    """`search`, `endgame` and `hybrid` with `options` ({KEY: VALUE text}, keys of
+def apply_play_options(options: dict[str, str], search: SearchConfig,
+                       endgame: EndgameConfig) -> tuple[SearchConfig, EndgameConfig]:
+    """`search` and `endgame` with `options` ({KEY: VALUE text}, keys of
     :data:`PLAY_OPTIONS`) applied, each value parsed as its field's type (booleans:
     true/false, 1/0, yes/no, on/off). ValueError for a value that does not parse or that
     the config refuses."""
-    configs = {SearchConfig: search, EndgameConfig: endgame, HybridConfig: hybrid}
+    configs = {SearchConfig: search, EndgameConfig: endgame}
     changes: dict[type, dict] = {cls: {} for cls in configs}
     for key, text in options.items():
         cls, name = PLAY_OPTIONS[key]
