@@ -8,7 +8,7 @@ from c4fast._cache import ensure_numba_cache_dir
 ensure_numba_cache_dir()
 
 from c4fast.bitboard import DRAW, POSITION_DTYPE, RUNNING  # noqa: E402
-from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANE_NAMES, PLANES_OF_VERSION  # noqa: E402
+from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANE_NAMES  # noqa: E402
 from c4fast.game import (  # noqa: E402
     SAIBLO_SIDES,
     SAIBLO_SIZES,
@@ -28,7 +28,6 @@ __all__ = [
     "IllegalMove",
     "NUM_PLANES",
     "PLANE_NAMES",
-    "PLANES_OF_VERSION",
     "POSITION_DTYPE",
     "RUNNING",
     "SAIBLO_SIDES",

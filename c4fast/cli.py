@@ -17,8 +17,7 @@ Conventions:
   (``field(metadata=flatten())``) — e.g. ``RunConfig.search.full_playouts`` is
   ``--full-playouts``, ``LoopConfig.run.search.full_playouts`` is
   ``--run.full-playouts``.
-- ``metadata=opt("help", aliases=("--old-name",))`` documents a field and keeps old flag
-  spellings working. Booleans get ``--x`` / ``--no-x``.
+- ``metadata=opt("help")`` documents a field. Booleans get ``--x`` / ``--no-x``.
 - Flags default to "not given": only flags on the command line override the base config
   (the class defaults, or a ``--config FILE.json``).
 """
@@ -44,9 +43,9 @@ class ConfigError(ValueError):
     """A config file or flag value that does not fit the config class."""
 
 
-def opt(help: str = "", aliases: tuple[str, ...] = (), cli: bool = True, metavar: str | None = None) -> dict:
-    """Field metadata: help text, extra flag spellings, and whether it is a flag at all."""
-    return {"help": help, "aliases": tuple(aliases), "cli": cli, "metavar": metavar}
+def opt(help: str = "", cli: bool = True, metavar: str | None = None) -> dict:
+    """Field metadata: help text, and whether it is a flag at all."""
+    return {"help": help, "cli": cli, "metavar": metavar}
 
 
 def flatten(help: str = "") -> dict:
@@ -96,15 +95,12 @@ def _dest(path: tuple[str, ...]) -> str:
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
                          path: tuple[str, ...] = (), group=None, base=None,
-                         aliases_ok: bool | None = None, skip: frozenset[str] = frozenset()) -> None:
+                         skip: frozenset[str] = frozenset()) -> None:
     """Add one flag per field of `cls` (recursively) to `parser`; see the module docstring.
 
-    `base`, if given, is the instance whose values the help shows as defaults. Alias
-    spellings are added only when the top-level `prefix` is empty. `skip` names dotted
+    `base`, if given, is the instance whose values the help shows as defaults. `skip` names dotted
     field paths (``"selfplay.out"``) that get no flag (a parent command sets them).
     """
-    if aliases_ok is None:
-        aliases_ok = prefix == ""
     base = base if base is not None else _default_instance(cls)
     hints = _hints(cls)
     target = group or parser.add_argument_group(cls.__name__, (cls.__doc__ or "").strip().split("\n")[0])
@@ -116,7 +112,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
         value = getattr(base, f.name) if base is not None else None
         if dataclasses.is_dataclass(tp):
             sub_prefix = prefix if meta.get("flatten") else f"{prefix}{f.name.replace('_', '-')}."
-            add_config_arguments(parser, tp, sub_prefix, path + (f.name,), None, value, aliases_ok, skip)
+            add_config_arguments(parser, tp, sub_prefix, path + (f.name,), None, value, skip)
             continue
         name = "--" + prefix + f.name.replace("_", "-")
         help_text = meta.get("help", "")
@@ -125,14 +121,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, prefix: str = "",
             dest = _dest(path + (f.name,))
             target.add_argument(name, dest=dest, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=f"{help_text} (default: {value})")
-            for alias in meta.get("aliases", ()) if aliases_ok else ():  # '--no-x' aliases: off
-                off = alias.startswith("--no-")
-                target.add_argument(alias, dest=dest, action="store_const", const=not off,
-                                    default=argparse.SUPPRESS, help=f"same as {'--no-' if off else '--'}"
-                                                                     f"{name[2:]}")
             continue
-        names = [name, *(meta.get("aliases", ()) if aliases_ok else ())]
-        target.add_argument(*names, dest=_dest(path + (f.name,)), type=_value_parser(kind, optional),
+        target.add_argument(name, dest=_dest(path + (f.name,)), type=_value_parser(kind, optional),
                             default=argparse.SUPPRESS, metavar=meta.get("metavar") or f.name.upper(),
                             help=f"{help_text} (default: {_show(value)})")
 
@@ -183,11 +173,19 @@ def config_to_dict(cfg) -> dict:
 
 def config_from_dict(cls: type[T], data: dict, where: str = "config") -> T:
     """Rebuild `cls` from :func:`config_to_dict` output; unknown or mistyped keys are a
-    :class:`ConfigError` naming the key. Missing keys take the class defaults."""
+    :class:`ConfigError` naming the key. Missing keys take the class defaults. A key of
+    the class's ``RETIRED_FIELDS`` (name -> off value: a removed switch) is dropped when it
+    holds that value, so files written before the removal still load, and refused otherwise."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
     hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    retired = getattr(cls, "RETIRED_FIELDS", {})
+    for k in sorted(set(data) & set(retired)):
+        if data[k] != retired[k]:
+            raise ConfigError(f"{where}.{k}: the switch was removed from c4fast (docs/ABLATIONS.md); "
+                              f"{data[k]!r} is not its off value {retired[k]!r}")
+    data = {k: v for k, v in data.items() if k not in retired}
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown} for {cls.__name__}")

@@ -56,10 +56,8 @@ class SearchConfig:
     forced_k: float = field(default=2.0, metadata=opt("forced-playout constant k (0: off)"))
     full_playouts: int = field(default=800, metadata=opt("playouts of a full search"))
     fast_playouts: int = field(default=160, metadata=opt("playouts of a fast search"))
-    full_probability: float = field(default=0.25, metadata=opt("probability of a full search",
-                                                                aliases=("--full-prob",)))
-    leaves_per_step: int = field(default=8, metadata=opt("leaves per game per step (virtual loss)",
-                                                         aliases=("--leaves",)))
+    full_probability: float = field(default=0.25, metadata=opt("probability of a full search"))
+    leaves_per_step: int = field(default=8, metadata=opt("leaves per game per step (virtual loss)"))
     sensible: bool = field(default=True, metadata=opt("expand only sensible moves"))
     tree_reuse: bool = field(default=True, metadata=opt("keep the subtree of the played move"))
     proofs: bool = field(default=True, metadata=opt("graph search: propagate proven results"))
@@ -144,50 +142,6 @@ class EndgameConfig:
         bad("share", isinstance(self.share, (int, float)) and 0.0 < self.share <= 1.0)
 
     def replace(self, **changes) -> "EndgameConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class HybridConfig:
-    """Alpha-beta help for a network player (:class:`nets.netplayer.NetPlayer`), off by
-    default: Connect-Four's graph searches overlook shallow traps that a full-width search
-    sees (Baier and Winands's MCTS-minimax hybrids), and the net may lack the row-parity
-    knowledge that the alpha-beta's static evaluation holds.
-
-    - The guard: a short alpha-beta search (:class:`c4fast.players.bots.AlphaBetaPlayer`,
-      iterative deepening) before the graph search. A forced win it finds is played at
-      once; a move it proves lost (the opponent forces a win) is not played unless every
-      move is lost. The graph search gets the rest of the budget.
-    - The blend: the alpha-beta's static evaluation mixed into every leaf value of the
-      graph search (:class:`c4fast.players.heuristic.HeuristicBlend`).
-
-    ================== ========= ========================================================
-    field              default   meaning
-    ================== ========= ========================================================
-    guard_share        0.0       share of a per-move time budget the guard may use (0: off)
-    guard_depth        0         depth of the guard under a playout budget (0: off);
-                                 depth-limited, so such players stay deterministic
-    blend              0.0       weight of the static evaluation in leaf values (0: off)
-    ================== ========= ========================================================
-    """
-
-    guard_share: float = 0.0
-    guard_depth: int = 0
-    blend: float = 0.0
-
-    def __post_init__(self):
-        for name in ("guard_share", "blend"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v < 1.0):
-                raise ValueError(f"HybridConfig.{name} has an invalid value {v!r} (0 <= {name} < 1)")
-        d = self.guard_depth
-        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 64:
-            raise ValueError(f"HybridConfig.guard_depth has an invalid value {d!r} (0..64)")
-
-    def replace(self, **changes) -> "HybridConfig":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:

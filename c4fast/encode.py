@@ -1,4 +1,4 @@
-"""Network input planes for a batch of positions (encoding version 2).
+"""Network input planes for a batch of positions (encoding version 1).
 
 Every plane is 0/1 ``float32`` indexed ``[plane, row, col]`` with row 0 at the bottom,
 seen from the side to move ("own" = the player whose turn it is):
@@ -13,18 +13,11 @@ seen from the side to move ("own" = the player whose turn it is):
 6   own winning cells: empty cells where an own stone would make four (playable or not)
 7   opponent winning cells
 8   all ones if the side to move is player 1 (the first player), else zero
-9   odd cells: the 1st, 3rd, 5th... cell of its column counted from the bottom, the
-    forbidden cell skipped (the cells the first player gets when both sides answer
-    in the same column: the parity that decides zugzwang endings)
-10  all ones if the number of empty cells is odd (the side to move makes the last move
-    of a full board), else zero
 ==  ==========================================================================
 
-Version 2 appends planes 9 and 10 to version 1's nine, so the encoding of version 1 is
-the first nine planes of version 2: a net made for version 1 (``in_planes`` 9) reads
-``planes[:, :9]`` and is unchanged (:data:`PLANES_OF_VERSION`). Changing any plane
-means a new :data:`ENCODING_VERSION`; checkpoints and data files record the version
-they were made with.
+Changing any plane means a new :data:`ENCODING_VERSION`; checkpoints and data files
+record the version they were made with. (Version 2 appended two parity planes; it lost
+its ablation and was removed after commit 0f5c532, docs/ABLATIONS.md.)
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ from c4fast.bitboard import NO_CELL, playable_cells, winning_cells
 
 _U1 = np.uint64(1)
 
-ENCODING_VERSION = 2
+ENCODING_VERSION = 1
 PLANE_NAMES = (
     "own_stones",
     "opponent_stones",
@@ -49,12 +42,8 @@ PLANE_NAMES = (
     "own_wins",
     "opponent_wins",
     "first_player_to_move",
-    "odd_cells",
-    "moves_left_odd",
 )
 NUM_PLANES = len(PLANE_NAMES)
-#: Planes of each encoding version a net can be made for; each is a prefix of the newest.
-PLANES_OF_VERSION = {1: 9, 2: NUM_PLANES}
 
 
 @njit(inline="always")
@@ -98,20 +87,6 @@ def encode_position(pos, out):
     _scatter(out, 7, o0, o1, o2)
     if p == 0:
         out[8, :h, :w] = 1.0
-    fr = pos.forbidden[0]
-    fc = pos.forbidden[1]
-    cells = h * w
-    for col in range(w):
-        k = 0
-        for row in range(h):
-            if row == fr and col == fc:
-                cells -= 1
-                continue
-            if (k & 1) == 0:
-                out[9, row, col] = 1.0
-            k += 1
-    if (cells - pos.ply) & 1:
-        out[10, :h, :w] = 1.0
 
 
 @njit(cache=True)

@@ -591,21 +591,17 @@ class GraphSearch:
         flip = {PROOF_LOSS: "win", PROOF_DRAW: "draw", PROOF_WIN: "loss"}
         return {c: flip[p] for c, _, _, p, _ in self._root_edges() if p != PROOF_NONE}
 
-    def best_move(self, lost: frozenset[int] | set[int] = frozenset()) -> int:
+    def best_move(self) -> int:
         """The fastest proven win (most visited on ties); else the most visited column that
-        is not a proven loss, in the graph or in `lost` (columns known lost from elsewhere,
-        e.g. a player's alpha-beta guard); else (the root is proven lost) the slowest loss.
-        Remaining ties go to the higher prior, then the lower column (so a search too short
-        to visit any child plays the policy's move)."""
+        is not a proven loss; else (the root is proven lost) the slowest loss. Remaining
+        ties go to the higher prior, then the lower column (so a search too short to visit
+        any child plays the policy's move)."""
         edges = self._root_edges()
         if not edges:
             raise ValueError("the root is not expanded: run the search first")
         wins = [(-plies, v, p, -c) for c, v, p, proof, plies in edges if proof == PROOF_LOSS]
         if wins:
             return -max(wins)[3]
-        safe = [(v, p, -c) for c, v, p, proof, _ in edges if proof != PROOF_WIN and c not in lost]
-        if safe:
-            return -max(safe)[2]
         safe = [(v, p, -c) for c, v, p, proof, _ in edges if proof != PROOF_WIN]
         if safe:
             return -max(safe)[2]

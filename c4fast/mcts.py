@@ -17,9 +17,7 @@ Node pool (:class:`Tree`), ``N = games * region`` nodes; game ``g`` owns the nod
 
 Per game (:class:`GameSlots`): ``root``, ``next_free`` (next unused node of the region),
 ``target`` (root visits that end the search), ``full`` (full search: noise and forced
-playouts), ``root_temp``, ``prepared`` (root noise/temperature applied), ``raw_prior``
-(float32 [games, 12]: the root's network priors per column before temperature and noise,
-saved when the root is prepared; for policy-surprise weighting), ``positions``
+playouts), ``root_temp``, ``prepared`` (root noise/temperature applied), ``positions``
 (the root position record), ``pool_full`` (expansions skipped because the region was
 full: an explicit counter, never an out-of-bounds write).
 
@@ -94,7 +92,6 @@ class GameSlots(NamedTuple):
     full: np.ndarray
     root_temp: np.ndarray
     prepared: np.ndarray
-    raw_prior: np.ndarray
     positions: np.ndarray
     pool_full: np.ndarray
 
@@ -180,9 +177,6 @@ def prepare_root(tree, games, g, params, rng):
     n = tree.num_children[r]
     if first == UNEXPANDED or n == 0:
         return
-    games.raw_prior[g, :] = 0.0
-    for i in range(n):
-        games.raw_prior[g, tree.move[first + i]] = tree.prior[first + i]
     t = games.root_temp[g]
     if t != 1.0:
         total = 0.0
@@ -578,7 +572,6 @@ class BatchedMCTS:
             np.zeros(self.num_games, np.int8),
             np.ones(self.num_games, np.float64),
             np.zeros(self.num_games, np.int8),
-            np.zeros((self.num_games, bb.MAX_SIZE), np.float32),
             np.zeros(self.num_games, bb.POSITION_DTYPE),
             np.zeros(self.num_games, np.int64),
         )
@@ -721,13 +714,6 @@ class BatchedMCTS:
         for i in range(t.num_children[r]):
             out[t.move[f + i]] = t.prior[f + i]
         return out
-
-    def root_raw_priors(self, g: int) -> np.ndarray:
-        """The network's prior per column (W,) at game g's root before root temperature
-        and noise (zeros for pruned or illegal columns, and before the root is prepared)."""
-        if not self.games.prepared[g]:
-            return np.zeros(self.width)
-        return self.games.raw_prior[g, :self.width].astype(np.float64)
 
     def advance(self, g: int, col: int) -> None:
         """Play `col` at game g's root, keeping its subtree when tree reuse is on."""

@@ -33,7 +33,6 @@ import torch
 
 from c4fast.board import RULES
 from c4fast.game import SAIBLO_SIZES
-from nets.config import take_planes
 from nets.selfcheck import TOLERANCES, Tolerance
 
 __all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
@@ -58,8 +57,7 @@ def tolerance_of(kind: str) -> Tolerance:
 
 
 def calibration_planes(sizes, per_size: int = 64, seed: int = 0) -> list[np.ndarray]:
-    """One (per_size, NUM_PLANES, H, W) float32 batch per board size (the newest encoding; a
-    net made for an older one reads a prefix): positions of uniformly random
+    """One (per_size, NUM_PLANES, H, W) float32 batch per board size: positions of uniformly random
     games (a uniform forbidden cell on boards of at least 9x9, none below), cut after a
     uniform number of plies, as self-play meets them early in training."""
     from c4fast.encode import NUM_PLANES
@@ -150,8 +148,7 @@ class CpuBackend:
                                      "pip install onnxruntime onnx") from None
         onnx_bytes = export_onnx(model)
         if int8:
-            batches = self.calibration or calibration_planes(SAIBLO_SIZES, 32)
-            onnx_bytes = quantize_int8(onnx_bytes, [take_planes(b, self.config.in_planes) for b in batches])
+            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(SAIBLO_SIZES, 32))
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.threads > 0:
@@ -167,9 +164,8 @@ class CpuBackend:
 
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3)); a
-        net made for an older encoding reads the first ``config.in_planes`` of the C planes."""
-        return self._fn(take_planes(planes, self.config.in_planes))
+        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3))."""
+        return self._fn(planes)
 
 
 def export_onnx(model) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from c4fast.runtime import atomic_write
-from nets.config import NetConfig, encoding_mismatch, encoding_of
+from nets.config import ENCODING_VERSION, NUM_PLANES, NetConfig, encoding_mismatch
 from nets.model import Net
 
 __all__ = [
@@ -77,7 +77,7 @@ def save_checkpoint(
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": config.to_dict(),
-        "encoding_version": encoding_of(config.in_planes),
+        "encoding_version": ENCODING_VERSION,
         "num_planes": int(config.in_planes),
         "step": int(step),
         "state_dict": state,
@@ -111,10 +111,11 @@ def load_checkpoint(
     Returns ``(model, config, meta)``: the model is built from the stored config, loaded
     strictly and put in eval mode on `map_location`; meta holds every stored key except
     ``state_dict`` plus ``"path"``. Raises :class:`CheckpointError` naming the mismatch for
-    unreadable/foreign files, an encoding version c4fast cannot read or a plane count not its,
-    a config outside :data:`nets.config.NET_LIMITS`, weights not fitting the config (names,
-    shapes and dtypes are checked against a net built on the ``meta`` device, before the net
-    is allocated) or a config different from `expect_config`.
+    unreadable/foreign files, an encoding version c4fast cannot read or a plane count not its
+    (version 2, the removed parity planes, included), a config outside
+    :data:`nets.config.NET_LIMITS`, weights not fitting the config (names, shapes and dtypes
+    are checked against a net built on the ``meta`` device, before the net is allocated) or
+    a config different from `expect_config`.
     """
     path = os.fspath(path)
     obj = _read(path, map_location)
@@ -123,13 +124,15 @@ def load_checkpoint(
         raise CheckpointError(
             f"checkpoint {path!r} has format_version {version!r}; this code reads {FORMAT_VERSION}"
         )
-    try:
-        config = NetConfig.from_dict(obj.get("config"))
-    except ValueError as e:
-        raise CheckpointError(f"checkpoint {path!r} has a bad config: {e}") from e
-    why = encoding_mismatch(obj.get("encoding_version"), obj.get("num_planes"), config.in_planes)
+    stored = obj.get("config")
+    why = encoding_mismatch(obj.get("encoding_version"), obj.get("num_planes"),
+                            stored.get("in_planes", NUM_PLANES) if isinstance(stored, dict) else NUM_PLANES)
     if why:
         raise CheckpointError(f"checkpoint {path!r} does not fit: {why}")
+    try:
+        config = NetConfig.from_dict(stored)
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint {path!r} has a bad config: {e}") from e
     if expect_config is not None:
         diff = expect_config.diff(config)
         if diff:

@@ -11,50 +11,29 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-#: Input planes of each encoding version (``c4fast.encode.PLANES_OF_VERSION``, mirrored
-#: here so that the torch-free player does not pay for importing numba; a test keeps the
-#: two equal). Each version's planes are a prefix of the next one's.
-PLANES_OF_VERSION = {1: 9, 2: 11}
-#: The newest encoding (``c4fast.ENCODING_VERSION``): what the search and the trainer write.
-NEWEST_ENCODING = max(PLANES_OF_VERSION)
-#: What a net reads unless its config says otherwise: version 1's nine planes. Version 2's
-#: parity planes did not make a stronger 60-minute CPU model (docs/ABLATIONS.md), so only
-#: the ``cpu_small_parity`` preset reads them.
-DEFAULT_IN_PLANES = PLANES_OF_VERSION[1]
-
-
-def encoding_of(in_planes: int) -> int:
-    """The encoding version a net with `in_planes` input planes was made for (ValueError
-    if no version has that many planes)."""
-    for version, planes in PLANES_OF_VERSION.items():
-        if planes == in_planes:
-            return version
-    raise ValueError(
-        f"no encoding version has {in_planes!r} input planes (versions: {PLANES_OF_VERSION})"
-    )
+#: The input encoding every net reads: ``c4fast.ENCODING_VERSION`` and ``c4fast.NUM_PLANES``,
+#: mirrored here so that the torch-free player does not pay for importing numba (a test
+#: keeps them equal).
+ENCODING_VERSION = 1
+NUM_PLANES = 9
+#: Encoding version 2 appended two parity planes (11 in all); it lost its ablation and was
+#: removed after commit 0f5c532 (docs/ABLATIONS.md). Files that record it are refused.
+_REMOVED_ENCODINGS = {2: "encoding version 2 (the parity planes, an ablation that was not kept; "
+                         "last read by c4fast at commit 0f5c532)"}
 
 
 def encoding_mismatch(encoding, num_planes, in_planes: int) -> str | None:
     """Why a file recording `encoding` (version) and `num_planes` cannot hold a net that
     reads `in_planes` planes, or None when they fit (checkpoints and ``.npz`` exports)."""
-    if encoding not in PLANES_OF_VERSION:
-        return (f"encoding version {encoding!r} but c4fast reads versions {sorted(PLANES_OF_VERSION)} "
-                f"(newest {NEWEST_ENCODING})")
-    if num_planes != PLANES_OF_VERSION[encoding]:
-        return f"num_planes {num_planes!r} but encoding version {encoding} has {PLANES_OF_VERSION[encoding]}"
+    if encoding in _REMOVED_ENCODINGS:
+        return f"it was made for {_REMOVED_ENCODINGS[encoding]}; c4fast reads encoding version {ENCODING_VERSION}"
+    if encoding != ENCODING_VERSION:
+        return f"encoding version {encoding!r} but c4fast reads version {ENCODING_VERSION}"
+    if num_planes != NUM_PLANES:
+        return f"num_planes {num_planes!r} but encoding version {ENCODING_VERSION} has {NUM_PLANES}"
     if in_planes != num_planes:
         return f"config in_planes {in_planes} but num_planes {num_planes}"
     return None
-
-
-def take_planes(planes, in_planes: int):
-    """The first `in_planes` planes of a (B, C, H, W) batch (numpy array or torch tensor,
-    a view, no copy): a net made for an older encoding reads the prefix that is its
-    encoding. ValueError unless the batch is 4-D with C >= in_planes."""
-    shape = tuple(planes.shape)
-    if len(shape) != 4 or shape[1] < in_planes:
-        raise ValueError(f"expected planes of shape (B, >= {in_planes}, H, W), got {shape}")
-    return planes if shape[1] == in_planes else planes[:, :in_planes]
 
 
 #: Upper bounds of the :class:`NetConfig` fields, generous (the largest preset has 128
@@ -81,9 +60,7 @@ class NetConfig:
     Fields (all channel counts are feature maps per board cell):
 
     - ``name``: preset name or "custom" (informational, but compared by checkpoints).
-    - ``in_planes``: input planes the net reads, the first ``in_planes`` of the newest
-      encoding's: 9 (encoding version 1, the default) or 11 (version 2, which adds the
-      parity planes).
+    - ``in_planes``: input planes C of the (B, C, H, W) input (9 for encoding version 1).
     - ``channels``: trunk width.
     - ``blocks``: number of nested-bottleneck blocks in the trunk.
     - ``bottleneck_channels``: width inside each block (default ``channels // 2``).
@@ -100,7 +77,7 @@ class NetConfig:
     channels: int
     blocks: int
     name: str = "custom"
-    in_planes: int = DEFAULT_IN_PLANES
+    in_planes: int = NUM_PLANES
     bottleneck_channels: int | None = None
     inner_blocks: int = 2
     gpool_channels: int = 16
@@ -115,7 +92,9 @@ class NetConfig:
         for f in ("in_planes", "channels", "blocks", "inner_blocks", "gpool_channels",
                   "policy_channels", "value_channels", "value_hidden"):
             _check_int(f, getattr(self, f))
-        encoding_of(self.in_planes)  # ValueError for a plane count no encoding has
+        if self.in_planes != NUM_PLANES:
+            raise ValueError(f"NetConfig.in_planes must be {NUM_PLANES} (encoding version {ENCODING_VERSION}), "
+                             f"got {self.in_planes}")
         if self.bottleneck_channels is None:
             object.__setattr__(self, "bottleneck_channels", max(1, self.channels // 2))
         _check_int("bottleneck_channels", self.bottleneck_channels)
@@ -224,18 +203,6 @@ PRESETS: dict[str, NetConfig] = {
     "cpu_small": NetConfig(
         name="cpu_small", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
         gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
-    ),
-    # A larger CPU net for the net-size ablation (~0.2M parameters, ~2x cpu_small's
-    # compute): at equal time it loses to cpu_small, 0.39 [0.30, 0.49] (docs/ABLATIONS.md).
-    "cpu_mid": NetConfig(
-        name="cpu_mid", channels=96, blocks=2, bottleneck_channels=48, gpool_channels=24,
-        gpool_blocks=(1,), policy_channels=32, value_channels=32, value_hidden=64,
-    ),
-    # cpu_small reading encoding version 2's parity planes too (odd cells, moves left odd):
-    # the input-planes ablation; it lost to cpu_small over 60 minutes (docs/ABLATIONS.md).
-    "cpu_small_parity": NetConfig(
-        name="cpu_small_parity", in_planes=11, channels=64, blocks=2, bottleneck_channels=32,
-        gpool_channels=16, gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
     ),
     # For tests (a few thousand parameters).
     "tiny": NetConfig(

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nets.config import NetConfig, take_planes
+from nets.config import NetConfig
 from nets.model import global_pool
 
 __all__ = ["FusedNet", "flops_per_eval"]
@@ -183,7 +183,6 @@ class FusedNet(nn.Module):
             own[k].copy_(t.reshape(own[k].shape))
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        planes = take_planes(planes, self.input_conv.in_channels)
         x = planes if planes.dtype == self.input_conv.weight.dtype else planes.to(self.input_conv.weight.dtype)
         x = self.input_conv(x)
         for blk in self.blocks:

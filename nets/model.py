@@ -2,9 +2,8 @@
 
 Conventions
 -----------
-- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C >= ``config.in_planes``
-  (``c4fast.NUM_PLANES``); the net reads the first ``in_planes`` (a net made for an older
-  encoding reads its prefix), row 0 at the bottom, all positions of a batch the same size.
+- Input: planes (B, C, H, W), float32 0/1 (uint8 is converted), C = ``config.in_planes``
+  (``c4fast.NUM_PLANES``), row 0 at the bottom, all positions of a batch the same size.
 - Output of ``Net.forward``: ``(policy_logits (B, H, W), value_logits (B, 3))``. One policy
   logit per cell (the move in a column is its landing cell; callers read legal cells and
   do the softmax). Value logits are (win, draw, loss) for the side to move.
@@ -33,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nets.config import NetConfig, take_planes
+from nets.config import NetConfig
 
-__all__ = ["Net", "PolicyHead", "build_model", "build_opponent_head", "count_parameters", "global_pool", "predict"]
+__all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict"]
 
 
 def global_pool(x: torch.Tensor) -> torch.Tensor:
@@ -171,20 +170,18 @@ class Net(nn.Module):
                     rb.conv2.weight.mul_(1.0 / math.sqrt(n_res))
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.trunk(planes)
-        return self.policy_head(x), self.value_head(x)
-
-    def trunk(self, planes: torch.Tensor) -> torch.Tensor:
-        """The trunk's output (B, channels, H, W) after its final BN + ReLU: what the heads
-        read (training-only auxiliary heads too, see :class:`PolicyHead`); it reads the
-        first ``config.in_planes`` of the input planes."""
-        planes = take_planes(planes, self.config.in_planes)
+        if planes.dim() != 4 or planes.shape[1] != self.config.in_planes:
+            raise ValueError(
+                f"expected planes of shape (B, {self.config.in_planes}, H, W), "
+                f"got {tuple(planes.shape)}"
+            )
         if not planes.is_floating_point():
             planes = planes.float()
         x = self.input_conv(planes)
         for blk in self.blocks:
             x = blk(x)
-        return F.relu(self.trunk_norm(x))
+        x = F.relu(self.trunk_norm(x))
+        return self.policy_head(x), self.value_head(x)
 
 
 def _init_convs(module: nn.Module) -> None:
@@ -194,14 +191,6 @@ def _init_convs(module: nn.Module) -> None:
             nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
             if mod.bias is not None:
                 nn.init.zeros_(mod.bias)
-
-
-def build_opponent_head(config: NetConfig) -> PolicyHead:
-    """A freshly initialised training-only head that reads :meth:`Net.trunk` of a net
-    built from `config` and gives opponent-reply logits (B, H, W) (``nets.train``)."""
-    head = PolicyHead(config.channels, config.policy_channels)
-    _init_convs(head)
-    return head
 
 
 def build_model(config: NetConfig) -> Net:

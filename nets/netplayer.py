@@ -11,10 +11,7 @@ Play-time strength: the graph search propagates proven results (``SearchConfig.p
 and, once few cells are empty (:class:`c4fast.config.EndgameConfig`), the player first
 solves the position exactly (:class:`c4fast.players.endgame.EndgameSolver`) within a share
 of its time budget (or a node budget under a playout budget) and plays an optimal move;
-a solve that does not finish hands the rest of the budget to the search. With
-:class:`c4fast.config.HybridConfig` (off by default), a short alpha-beta search then plays a
-forced win it finds and keeps the graph search off the moves it proves lost (the guard),
-and the alpha-beta's static evaluation is mixed into the search's leaf values (the blend).
+a solve that does not finish hands the rest of the budget to the search.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import time
 import numpy as np
 
 import c4fast
-from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
+from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.evaluators import column_probabilities
 from c4fast.mcgs import GraphSearch
 from c4fast.players.endgame import EndgameSolver, empty_cells
@@ -89,17 +86,15 @@ class NetPlayer:
     (root visits), ``reused`` (of those, the ones kept from the last move's search: under a
     time budget with ``SearchConfig.tree_reuse``), ``seconds``, ``proven`` ({column: 'win' |
     'draw' | 'loss'} for the side to move, where known: from the exact solve, else from the
-    search's proofs and the guard's), ``solved`` (True if the move came from the exact endgame solve; then
-    ``score``, Pons's score, and ``nodes``), ``guard`` (with the guard on: its ``depth``, the
-    columns it proved ``lost``, and ``won``: True if it played a forced win).
+    search's proofs), ``solved`` (True if the move came from the exact endgame solve; then
+    ``score``, Pons's score, and ``nodes``).
 
     `forward`: what computes the net when no `evaluator` is given (:func:`load_evaluator`).
     """
 
     def __init__(self, path: str, playouts: int = 200, seconds: float = 0.0, name: str | None = None,
                  evaluator=None, search: SearchConfig | None = None, threads: int = 1,
-                 endgame: EndgameConfig | None = None, forward: str = "auto",
-                 hybrid: HybridConfig | None = None):
+                 endgame: EndgameConfig | None = None, forward: str = "auto"):
         if playouts < 0 or seconds < 0:
             raise ValueError(f"playouts and seconds must be >= 0, got {playouts}, {seconds}")
         self.path = path
@@ -108,11 +103,7 @@ class NetPlayer:
         self.ev = evaluator if evaluator is not None else load_evaluator(path, threads, forward)
         self.config = search if search is not None else SearchConfig()
         self.endgame = endgame if endgame is not None else EndgameConfig()
-        self.hybrid = hybrid if hybrid is not None else HybridConfig()
-        self._blend = None  # HeuristicBlend around self.ev, made on first use
         self.solver: EndgameSolver | None = None
-        self._guard_ab = None  # the guard's AlphaBetaPlayer, made on first use
-        self._guard_board = None  # (height, width, forbidden) of the positions in its table
         self.name = name or (f"net:{os.path.basename(path)}:" + (f"{self.playouts}" if self.playouts else "policy"))
         self.search: GraphSearch | None = None
         self._analysis: dict = {}
@@ -125,7 +116,6 @@ class NetPlayer:
             self.search = GraphSearch(self.config, game.height, game.width, max_playouts=budget)
         self._analysis = {}
         self._keep = False
-        self._guard_board = None  # a new game: a fresh table for the guard
 
     def _policy(self, game: c4fast.Game, cols: list[int]):
         """(net WDL, probabilities of `cols`) of the raw network."""
@@ -155,52 +145,6 @@ class NetPlayer:
                           "nodes": res.nodes, "seconds": time.perf_counter() - t0}
         return int(col)
 
-    @property
-    def search_ev(self):
-        """What the graph search evaluates leaves with: the net, or with
-        ``HybridConfig.blend`` the net blended with the alpha-beta's static evaluation."""
-        if not self.hybrid.blend:
-            return self.ev
-        if self._blend is None or self._blend.inner is not self.ev:
-            from c4fast.players.heuristic import HeuristicBlend
-
-            self._blend = HeuristicBlend(self.ev, self.hybrid.blend)
-        return self._blend
-
-    def _guard(self, game: c4fast.Game) -> tuple[int | None, frozenset[int], dict]:
-        """(a forced winning column or None, the columns proven lost, the guard's report)
-        by a short alpha-beta search; (None, {}, {}) when the guard is off."""
-        g = self.hybrid
-        if self.seconds:
-            if not g.guard_share:
-                return None, frozenset(), {}
-            budget, depth = g.guard_share * self.seconds, 64
-        else:
-            if not g.guard_depth:
-                return None, frozenset(), {}
-            budget, depth = 1e9, g.guard_depth  # depth-bound: deterministic
-        if self._guard_ab is None:
-            from c4fast.players.bots import AlphaBetaPlayer
-
-            self._guard_ab = AlphaBetaPlayer(budget, depth, seed=0)
-        ab = self._guard_ab
-        ab.time_budget_s, ab.max_depth = budget, depth
-        board = (game.height, game.width, game.forbidden)
-        if board != self._guard_board:  # its transposition table holds one board's positions
-            ab.reset(game)
-            self._guard_board = board
-        col = ab.choose(game.copy())
-        a = ab.analysis()
-        if not a.get("values"):  # a win at once or a single legal move: nothing to guard
-            return None, frozenset(), {}
-        from c4fast.players.solver import WIN_BASE
-
-        # the root's non-best values are upper bounds: <= -WIN_BASE is still a proven loss
-        lost = frozenset(c for c, v in a["values"].items() if v <= -WIN_BASE)
-        won = a["value"] >= WIN_BASE
-        report = {"depth": a["depth"], "lost": sorted(lost), "won": bool(won)}
-        return (int(col) if won else None), lost, report
-
     def _policy_only(self, game: c4fast.Game) -> int:
         cols = game.sensible_moves()
         wdl, p = self._policy(game, cols)
@@ -219,12 +163,6 @@ class NetPlayer:
         col = self._solve(game, t0)
         if col is not None:
             return col
-        won, lost, guard = self._guard(game)
-        if won is not None:
-            self._analysis = {"wdl": (1.0, 0.0, 0.0), "guard": guard, "solved": False,
-                              "proven": {**dict.fromkeys(lost, "loss"), won: "win"},
-                              "seconds": time.perf_counter() - t0}
-            return won
         # under a time budget, the search goes on from the graph of this game's last move
         # (SearchConfig.tree_reuse); a playout budget counts this move's playouts only
         keep = bool(self.seconds) and self.config.tree_reuse and self._keep
@@ -232,19 +170,16 @@ class NetPlayer:
             if self.search.set_position(game.state, keep=keep) else 0
         self._keep = True
         if self.seconds:
-            self.search.run(self.search_ev, seconds=max(self.seconds - (time.perf_counter() - t0), 0.0))
+            self.search.run(self.ev, seconds=max(self.seconds - (time.perf_counter() - t0), 0.0))
         else:
-            self.search.run(self.search_ev, playouts=self.playouts)
+            self.search.run(self.ev, playouts=self.playouts)
         visits = self.search.root_visits()
         self._analysis = {"wdl": tuple(float(x) for x in self.search.root_wdl()),
                           "visits": {int(c): int(v) for c, v in enumerate(visits) if v > 0},
                           "playouts": self.search.playouts(), "reused": reused,
                           "seconds": time.perf_counter() - t0,
                           "proven": self.search.root_proven(), "solved": False}
-        if guard:
-            self._analysis["guard"] = guard
-            self._analysis["proven"] = {**dict.fromkeys(lost, "loss"), **self._analysis["proven"]}
-        return self.search.best_move(lost)
+        return self.search.best_move()
 
     def analysis(self) -> dict:
         return dict(self._analysis)

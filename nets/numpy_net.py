@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nets.config import NetConfig, encoding_mismatch, encoding_of, export_shapes, take_planes
+from nets.config import NetConfig, encoding_mismatch, export_shapes
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 
@@ -124,7 +124,7 @@ def export_numpy(model_or_checkpoint_path, out_path: str | os.PathLike) -> str:
     meta = {
         "format": NUMPY_FORMAT,
         "format_version": NUMPY_FORMAT_VERSION,
-        "encoding_version": encoding_of(config.in_planes),
+        "encoding_version": ENCODING_VERSION,
         "num_planes": int(config.in_planes),
         "step": step,
     }
@@ -260,9 +260,9 @@ class NumpyNet:
     def load(cls, path: str | os.PathLike) -> "NumpyNet":
         """Read an exported ``.npz``; ValueError if it is not one or does not fit c4fast.
 
-        The file's encoding version and plane count must be one that c4fast reads and fit
-        the stored net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not
-        import numba). Every member is checked before it is read (:func:`_read_export`), so
+        The file's encoding version and plane count must be c4fast's and fit the stored
+        net's ``in_planes`` (``nets.config.encoding_mismatch``, which does not import numba;
+        version 2, the removed parity planes, is refused with a message saying so). Every member is checked before it is read (:func:`_read_export`), so
         a small file that would inflate to gigabytes is refused without allocating them.
         """
         path = os.fspath(path)
@@ -288,7 +288,8 @@ class NumpyNet:
         value_logits (B, 3) float32 = (win, draw, loss) for the side to move)."""
         planes = np.asarray(planes)
         cfg, p = self.config, self.p
-        planes = take_planes(planes, cfg.in_planes)
+        if planes.ndim != 4 or planes.shape[1] != cfg.in_planes:
+            raise ValueError(f"expected planes of shape (B, {cfg.in_planes}, H, W), got {planes.shape}")
         x = np.ascontiguousarray(planes.transpose(0, 2, 3, 1), dtype=np.float32)
         x = _conv3x3(x, p["input.w"], p["input.b"])
         for i in range(cfg.blocks):

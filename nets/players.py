@@ -5,7 +5,7 @@ policy only), ``net:PATH:1.5s`` (a time budget per move). PATH is a ``.pt`` chec
 directory of checkpoints (the newest is used) or a ``.npz`` numpy export (no torch
 import). A last part ``:KEY=VALUE[,KEY=VALUE...]`` sets play-time search options
 (:data:`PLAY_OPTIONS`: fields of :class:`c4fast.config.SearchConfig`,
-:class:`c4fast.config.EndgameConfig` and :class:`c4fast.config.HybridConfig`), e.g.
+and :class:`c4fast.config.EndgameConfig`), e.g.
 ``net:m.pt:0.2s:c_puct=1.5,max_empty=0``, so two players of one net with different
 settings have different names. Playouts, seconds and ``leaves_per_step`` are bounded by
 the caller's :class:`c4fast.players.registry.SpecLimits`.
@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from c4fast.config import EndgameConfig, HybridConfig, SearchConfig
+from c4fast.config import EndgameConfig, SearchConfig
 from c4fast.players import registry
 from c4fast.players.registry import (CLI_LIMITS, PlayerKind, SpecContext, SpecError, SpecLimitError, SpecLimits,
                                      spec_forms)
@@ -38,62 +38,56 @@ NET_GRAMMAR = "net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]"
 #: Search options a ``net:`` spec may set (``:KEY=VALUE,...``): KEY -> (the config that
 #: owns it, its field): the play-time fields of SearchConfig (noise, forced playouts and
 #: the self-play playout cap do not apply to a player), EndgameConfig's but its table size
-#: (a spec from the web board must not allocate gigabytes), and HybridConfig's.
+#: (a spec from the web board must not allocate gigabytes).
 PLAY_OPTIONS = {
     **{k: (SearchConfig, k) for k in ("c_puct", "fpu_reduction", "leaves_per_step", "sensible", "tree_reuse",
                                       "proofs")},
     **{k: (EndgameConfig, k) for k in ("max_empty", "share", "nodes")},
-    **{k: (HybridConfig, k) for k in ("guard_share", "guard_depth", "blend")},
 }
 
 
 def make_player(spec: str, seed: int | None = 0, threads: int = 1,
                 search: SearchConfig | None = None, evaluator=None,
                 endgame: EndgameConfig | None = None, forward: str = "auto",
-                hybrid: HybridConfig | None = None, limits: SpecLimits = CLI_LIMITS) -> Player:
+                limits: SpecLimits = CLI_LIMITS) -> Player:
     """A player from a spec string of any registered kind; ``player.name`` is a spec that
     rebuilds it (the given one for ``net:``, the canonical form for the bots, e.g. ``uct``
     -> ``uct:2000``).
 
     `seed` seeds the player's RNG; `threads` is the thread count of a ``net:`` player's
     forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``),
-    `endgame` its exact endgame solving (default ``EndgameConfig()``) and `hybrid` its
-    alpha-beta help (default ``HybridConfig()``: off), each overridden by the spec's
+    `endgame` its exact endgame solving (default ``EndgameConfig()``), each overridden by the spec's
     ``:KEY=VALUE`` options; `forward` what computes its net (:data:`nets.config.PLAY_FORWARDS`;
     "auto": ONNX Runtime for a ``.pt``, numpy for a ``.npz``); `evaluator` replaces loading
     the weights (share one net between players); `limits` bounds the spec's budgets.
     """
     ctx = SpecContext(seed=seed, threads=threads, search=search, endgame=endgame, forward=forward,
                       evaluator=evaluator, limits=limits)
-    if hybrid is not None:
-        ctx = dataclasses.replace(ctx, search=(search, hybrid))
     return registry.make_player(spec, ctx)
 
 
 def check_net_spec(spec: str, ctx: SpecContext = SpecContext()):
-    """(path, playouts, seconds, search, endgame, hybrid) of a ``net:`` spec with its
+    """(path, playouts, seconds, search, endgame) of a ``net:`` spec with its
     options applied to `ctx`'s configs, checked against ``ctx.limits``; nothing is loaded.
     SpecError (over a limit: SpecLimitError) on a bad spec."""
-    search, hybrid = ctx.search if isinstance(ctx.search, tuple) else (ctx.search, None)
     path, playouts, seconds, options = parse_net_spec(spec, ctx.limits)
     try:
-        search, endgame, hybrid = apply_play_options(options, search or SearchConfig(),
-                                                     ctx.endgame or EndgameConfig(), hybrid or HybridConfig())
+        search, endgame = apply_play_options(options, ctx.search or SearchConfig(), ctx.endgame or EndgameConfig())
     except ValueError as e:
         raise SpecError(f"player {spec!r}: {e}") from None
     if search.leaves_per_step > ctx.limits.leaves_per_step:
         raise SpecLimitError(f"player {spec!r}: leaves_per_step {search.leaves_per_step} is over the limit of "
                              f"{ctx.limits.leaves_per_step}")
-    return path, playouts, seconds, search, endgame, hybrid
+    return path, playouts, seconds, search, endgame
 
 
 def _build_net(spec: str, args: str, ctx: SpecContext) -> Player:
     """The ``net:`` kind's builder (see the module docstring)."""
     from nets.netplayer import NetPlayer
 
-    path, playouts, seconds, search, endgame, hybrid = check_net_spec(spec, ctx)
+    path, playouts, seconds, search, endgame = check_net_spec(spec, ctx)
     player = NetPlayer(path, playouts=playouts, seconds=seconds, name=spec, threads=ctx.threads,
-                       search=search, evaluator=ctx.evaluator, endgame=endgame, forward=ctx.forward, hybrid=hybrid)
+                       search=search, evaluator=ctx.evaluator, endgame=endgame, forward=ctx.forward)
     player.name = spec
     return player
 
@@ -159,13 +153,13 @@ def parse_net_spec(spec: str, limits: SpecLimits = CLI_LIMITS) -> tuple[str, int
     return rest, playouts, seconds, options
 
 
-def apply_play_options(options: dict[str, str], search: SearchConfig, endgame: EndgameConfig,
-                       hybrid: HybridConfig) -> tuple[SearchConfig, EndgameConfig, HybridConfig]:
-    """`search`, `endgame` and `hybrid` with `options` ({KEY: VALUE text}, keys of
+def apply_play_options(options: dict[str, str], search: SearchConfig,
+                       endgame: EndgameConfig) -> tuple[SearchConfig, EndgameConfig]:
+    """`search` and `endgame` with `options` ({KEY: VALUE text}, keys of
     :data:`PLAY_OPTIONS`) applied, each value parsed as its field's type (booleans:
     true/false, 1/0, yes/no, on/off). ValueError for a value that does not parse or that
     the config refuses."""
-    configs = {SearchConfig: search, EndgameConfig: endgame, HybridConfig: hybrid}
+    configs = {SearchConfig: search, EndgameConfig: endgame}
     changes: dict[type, dict] = {cls: {} for cls in configs}
     for key, text in options.items():
         cls, name = PLAY_OPTIONS[key]

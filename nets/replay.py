@@ -9,12 +9,7 @@ with c = 250 000, alpha = 0.75, beta = 0.4. Shards are taken newest first (by fi
 modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Batches are drawn with numpy from the in-RAM arrays and
 their input planes rebuilt exactly (c4fast.bitboard.rebuild_batch + encode_batch), so
-random access costs nothing like reading compressed HDF5 chunks.
-
-Sampling is uniform, or with policy-surprise weighting (KataGo's, share ``s`` in [0, 1)):
-the full-search samples keep their total share of the draws, and within them a share
-``s`` of that mass goes to each in proportion to its ``surprise`` (KL of its search
-policy from the net's raw prior), ``1 - s`` uniformly; fast-search samples stay uniform.
+random access costs nothing like reading compressed HDF5 chunks. Sampling is uniform.
 """
 
 from __future__ import annotations
@@ -30,15 +25,14 @@ from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
 from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, read_shard, rebuild_positions
 
-KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id",
-               "surprise")
+KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id")
 
 
 @dataclasses.dataclass(frozen=True)
 class WindowConfig:
     """Replay window constants (see module docstring)."""
 
-    c: float = field(default=250_000, metadata=opt("window constant c (samples)", aliases=("--window-c",)))
+    c: float = field(default=250_000, metadata=opt("window constant c (samples)"))
     alpha: float = field(default=0.75, metadata=opt("window growth exponent"))
     beta: float = field(default=0.4, metadata=opt("window growth scale"))
 
@@ -64,43 +58,12 @@ class Batch:
     outcome: np.ndarray  # (B,) int64: 0 win, 1 draw, 2 loss for the side to move
     legal: np.ndarray  # (B, H, W) bool: playable cells
     root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
-    # the opponent's reply: the search policy target of the game's next sample (B, H, W)
-    # over the next position's cells, and its weight (B,): that sample's policy_weight, 0
-    # where the game ended at this sample
-    opp_policy: np.ndarray | None = None
-    opp_weight: np.ndarray | None = None
-
-
-def successor_mask(game_id: np.ndarray, ply: np.ndarray) -> np.ndarray:
-    """(N,) bool: row i+1 is the next move of row i's game (same game, one ply later).
-    A game's samples are stored together in move order (one shard, one size group)."""
-    nxt = np.zeros(len(ply), bool)
-    nxt[:-1] = (game_id[1:] == game_id[:-1]) & (ply[1:] == ply[:-1] + 1)
-    return nxt
-
-
-def sampling_probabilities(policy_weight: np.ndarray, surprise: np.ndarray, share: float) -> np.ndarray:
-    """(N,) float64 draw probabilities of a size group's samples under policy-surprise
-    weighting with `share` in [0, 1) (module docstring); uniform when `share` is 0 or
-    no full-search sample has a positive surprise."""
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"surprise share must be in [0, 1), got {share}")
-    n = len(policy_weight)
-    p = np.full(n, 1.0 / n)
-    full = np.asarray(policy_weight) > 0
-    sur = np.where(full, np.asarray(surprise, np.float64), 0.0)
-    total = sur.sum()
-    if share == 0.0 or total <= 0.0:
-        return p
-    nf = int(full.sum())
-    p[full] = (nf / n) * ((1.0 - share) / nf + share * sur[full] / total)
-    return p
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
     """Mirror (column c -> W-1-c) the samples selected by boolean `mask`, in place.
 
-    Planes, policy targets (own and opponent's) and legal cells flip together; the
+    Planes, policy targets and legal cells flip together; the
     forbidden cell is part of plane 3 and the last moves of planes 4/5, so it mirrors
     with them.
     """
@@ -108,8 +71,6 @@ def flip_batch(b: Batch, mask: np.ndarray) -> None:
         b.planes[mask] = b.planes[mask][..., ::-1]
         b.policy[mask] = b.policy[mask][..., ::-1]
         b.legal[mask] = b.legal[mask][..., ::-1]
-        if b.opp_policy is not None:
-            b.opp_policy[mask] = b.opp_policy[mask][..., ::-1]
 
 
 class ReplayWindow:
@@ -126,7 +87,6 @@ class ReplayWindow:
         self.window_samples = 0
         self.num_games = 0
         self.game_length_sum = 0
-        self._cdf: dict[tuple[int, int], tuple[float, np.ndarray]] = {}  # size -> (share, cumulative p)
 
     def _load(self, path: str) -> dict | None:
         if path in self.shard_cache:
@@ -143,8 +103,6 @@ class ReplayWindow:
             return None
         games = d.pop("games")
         entry = {k: {f: v[f] for f in KEEP_FIELDS} for k, v in d.items()}
-        for k, v in d.items():
-            entry[k]["has_next"] = successor_mask(v["game_id"], v["ply"])
         entry["_n"] = sum(len(v["ply"]) for v in entry.values())
         entry["_games"] = (len(games["game_id"]), int(games["num_moves"].sum()))
         self.shard_cache[path] = entry
@@ -190,7 +148,6 @@ class ReplayWindow:
         self.data = {key: {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
                      for key, parts in chosen.items()}
         self.window_samples = sum(len(v["ply"]) for v in self.data.values())
-        self._cdf = {}
         self.num_games, self.game_length_sum = games, length
         # shards that fell out of the window entirely are not kept in RAM (they only
         # count towards N_total, which is remembered per path)
@@ -203,43 +160,21 @@ class ReplayWindow:
     def sizes(self) -> list[tuple[int, int]]:
         return sorted(k for k, v in self.data.items() if len(v["ply"]) > 0)
 
-    def _draw(self, rng: np.random.Generator, size: tuple[int, int], n: int, surprise: float) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True) -> Batch:
+        """n samples of one board size from the window, drawn uniformly, randomly mirrored."""
         d = self.data[size]
-        if surprise == 0.0:
-            return rng.integers(0, len(d["ply"]), n)
-        cached = self._cdf.get(size)
-        if cached is None or cached[0] != surprise:
-            cdf = np.cumsum(sampling_probabilities(d["policy_weight"], d["surprise"], surprise))
-            cached = self._cdf[size] = (surprise, cdf)
-        cdf = cached[1]
-        return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), len(cdf) - 1)
-
-    def sample(self, rng: np.random.Generator, size: tuple[int, int], n: int, flip: bool = True,
-               opponent: bool = True, surprise: float = 0.0) -> Batch:
-        """n samples of one board size from the window, randomly mirrored: uniformly, or
-        with policy-surprise weighting of share `surprise` (module docstring); with
-        `opponent`, the opponent's reply (the next sample of the same game) as the
-        auxiliary target (``opp_policy``, ``opp_weight``; None without)."""
-        d = self.data[size]
-        idx = self._draw(rng, size, n, surprise)
+        idx = rng.integers(0, len(d["ply"]), n)
         h, w = size
         g = {f: d[f][idx] for f in d}
         recs = rebuild_positions(g, h, w)
         planes = np.zeros((n, NUM_PLANES, h, w), np.float32)
         encode_batch(recs, planes)
         legal = planes[:, 2] > 0
-        # the window keeps whole shard tails, so a sample's successor in its game is the
-        # next row (has_next is False for a game's last sample)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
                   g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32))
-        if opponent:
-            nxt = np.where(g["has_next"], idx + 1, idx)
-            b.opp_weight = np.where(g["has_next"], d["policy_weight"][nxt], 0).astype(np.float32)
-            b.opp_policy = d["policy"][nxt].astype(np.float32)
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b
 
 
-__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "sampling_probabilities", "successor_mask",
-           "SAMPLE_FIELDS"]
+__all__ = ["Batch", "ReplayWindow", "WindowConfig", "flip_batch", "SAMPLE_FIELDS"]

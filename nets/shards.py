@@ -17,18 +17,18 @@ of several finished games, grouped by board size so the trainer loads a size at 
         root_wdl     float32 (N, 3)     the search's (win, draw, loss) at the root
         game_id      int64   (N,)
         model_version int64  (N,)       network version that played the move
-        surprise     float32 (N,)       optional (read as 0 where absent, in shards written
-                                        before it): KL(policy || the net's raw root prior)
-                                        in nats for full searches, 0 for fast ones
+        (shards written from d99ce20 to 0f5c532 also hold ``surprise``, for the removed
+        policy-surprise weighting; readers ignore it)
     /games/                one row per finished game
         game_id int64 (M,), height int8 (M,), width int8 (M,), forbidden int8 (M, 2),
         moves int8 (M, 144) (columns, -1 padded), num_moves int16 (M,),
         result int8 (M,) (0 draw, 1 / 2 winner), model_version int64 (M,)
 
 Planes are rebuilt exactly from (height, width, forbidden, stones, last, ply) with
-c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch, in the newest encoding: a
-shard of any encoding version c4fast knows reads (the attribute records what the
-writer used).
+c4fast.bitboard.rebuild_batch + c4fast.encode.encode_batch, in c4fast's encoding. A shard
+stores positions, not planes, so its ``encoding_version`` attribute only records what the
+writer used: version 1, or 2 for shards written from 3e18975 to 0f5c532 (the removed
+parity planes); both read (:data:`READABLE_ENCODINGS`).
 
 Crash safety: a shard is written to ``NAME.h5.tmp``, closed, then renamed to
 ``NAME.h5``; readers only look at ``*.h5``. A writer killed mid-write leaves a
@@ -48,9 +48,12 @@ import numpy as np
 from c4fast import bitboard as bb
 from c4fast.evaluators import column_plane
 from c4fast.runtime import fsync_dir
-from c4fast.encode import ENCODING_VERSION, NUM_PLANES, PLANES_OF_VERSION, encode_batch
+from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
 
 SCHEMA_VERSION = 1
+#: encoding versions of the shards that read: c4fast's, and 2 (written from 3e18975 to
+#: 0f5c532; its planes were version 1's plus two, and a shard holds positions, not planes)
+READABLE_ENCODINGS = (1, 2)
 MAX_MOVES = 144
 SAMPLE_FIELDS = {
     "stones": (np.uint64, (2, 3)),
@@ -62,10 +65,6 @@ SAMPLE_FIELDS = {
     "root_wdl": (np.float32, (3,)),
     "game_id": (np.int64, ()),
     "model_version": (np.int64, ()),
-}
-#: sample fields a shard may lack (older shards): name -> (dtype, shape, value when absent)
-OPTIONAL_SAMPLE_FIELDS = {
-    "surprise": (np.float32, (), 0.0),
 }
 GAME_FIELDS = {
     "game_id": (np.int64, ()),
@@ -112,9 +111,6 @@ def check_values(path: str, h: int, w: int, g: dict) -> None:
         raise ShardValueError(f"{where}: outcome outside {{0, 1, 2}}")
     if not np.isin(g["policy_weight"], (0.0, 1.0)).all():
         raise ShardValueError(f"{where}: policy_weight outside {{0, 1}}")
-    sur = np.asarray(g["surprise"], np.float64)
-    if not np.isfinite(sur).all() or (sur < 0).any():
-        raise ShardValueError(f"{where}: surprise holds NaN, infinite or negative values")
     ply = np.asarray(g["ply"])
     if (ply < 0).any() or (ply >= h * w).any():
         raise ShardValueError(f"{where}: ply outside 0..{h * w - 1}")
@@ -130,8 +126,7 @@ class SampleBuffer:
 
     height: int
     width: int
-    rows: dict = field(default_factory=lambda: {k: [] for k in [*SAMPLE_FIELDS, *OPTIONAL_SAMPLE_FIELDS,
-                                                                    "policy"]})
+    rows: dict = field(default_factory=lambda: {k: [] for k in [*SAMPLE_FIELDS, "policy"]})
 
     def __len__(self):
         return len(self.rows["ply"])
@@ -157,13 +152,12 @@ class ShardWriter:
         self.pending_samples = 0
 
     def add_game(self, game: dict, samples: list[dict]) -> None:
-        """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W),
-        and OPTIONAL_SAMPLE_FIELDS where known (their default otherwise)."""
+        """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W)."""
         h, w = int(game["height"]), int(game["width"])
         buf = self.buffers.setdefault((h, w), SampleBuffer(h, w))
         for s in samples:
             for k in buf.rows:
-                buf.rows[k].append(s.get(k, OPTIONAL_SAMPLE_FIELDS[k][2]) if k in OPTIONAL_SAMPLE_FIELDS else s[k])
+                buf.rows[k].append(s[k])
         self.games.append(game)
         self.pending_samples += len(samples)
         now = time.monotonic()
@@ -194,7 +188,7 @@ class ShardWriter:
                 if not len(buf):
                     continue
                 g = sg.create_group(size_group(h, w))
-                for k, (dt, shape, *_) in [*SAMPLE_FIELDS.items(), *OPTIONAL_SAMPLE_FIELDS.items()]:
+                for k, (dt, shape) in SAMPLE_FIELDS.items():
                     g.create_dataset(k, data=np.asarray(buf.rows[k], dtype=dt).reshape(len(buf), *shape),
                                      compression="lzf")
                 g.create_dataset("policy", data=np.asarray(buf.rows["policy"], np.float32).reshape(len(buf), h, w),
@@ -240,18 +234,14 @@ def read_shard(path: str) -> dict:
                              f"version {SCHEMA_VERSION}")
         enc = f.attrs.get("encoding_version")
         enc = enc.item() if hasattr(enc, "item") else enc
-        if enc not in PLANES_OF_VERSION:  # positions are stored, planes rebuilt: any known version reads
+        if enc not in READABLE_ENCODINGS:  # positions are stored, planes rebuilt
             raise ShardVersionError(f"shard {path!r} has encoding version {enc!r}; c4fast reads "
-                                    f"{sorted(PLANES_OF_VERSION)}")
+                                    f"{list(READABLE_ENCODINGS)}")
         out: dict = {}
         try:
             for name, g in f["samples"].items():
                 h, w = (int(x) for x in name[1:].split("w"))
-                grp = {k: g[k][()] for k in [*SAMPLE_FIELDS, "policy"]}
-                n = len(grp["ply"])
-                for k, (dt, shape, default) in OPTIONAL_SAMPLE_FIELDS.items():
-                    grp[k] = g[k][()] if k in g else np.full((n, *shape), default, dt)
-                out[(h, w)] = grp
+                out[(h, w)] = {k: g[k][()] for k in [*SAMPLE_FIELDS, "policy"]}
             out["games"] = {k: f["games"][k][()] for k in GAME_FIELDS}
         except (KeyError, OSError, ValueError) as e:
             raise ShardError(f"shard {path!r} is corrupt or misses data: {e}") from None
@@ -296,7 +286,7 @@ def validate_shard(path: str, replay: bool = True) -> dict:
     for (h, w), g in data.items():
         n = len(g["ply"])
         n_samples += n
-        for k, (dt, shape, *_) in [*SAMPLE_FIELDS.items(), *OPTIONAL_SAMPLE_FIELDS.items()]:
+        for k, (dt, shape) in SAMPLE_FIELDS.items():
             if g[k].dtype != dt or g[k].shape != (n, *shape):
                 raise ShardError(f"shard {path!r} {size_group(h, w)}/{k}: dtype {g[k].dtype} shape "
                                  f"{g[k].shape}, expected {np.dtype(dt)} {(n, *shape)}")

@@ -4,16 +4,12 @@ Each step draws ``per_size`` samples from every board size in the replay window,
 runs forward/backward per size and accumulates the gradients (one optimizer step per
 training step), with random horizontal flips. Loss (per sample, averaged over the
 step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``,
-plus, with ``--opp-policy-weight`` > 0, that weight times the soft CE of a training-only
-head predicting the opponent's reply (the next sample's search policy; KataGo's
-auxiliary target), plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
+plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
 of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
-``--warmup-steps``, then full, and 1/10 once ``--follow-anneal`` of the run's planned
-time (``--run-seconds``, which ``selfplay.loop`` sets) has passed.
+``--warmup-steps``, then full.
 
 Every ``--checkpoint-every`` steps it writes, atomically, the training state
-(``OUT/train_state.pt``: weights, optimizer, RNG states, step, and the opponent-policy
-head's weights when it is on) and the inference
+(``OUT/train_state.pt``: weights, optimizer, RNG states, step) and the inference
 checkpoint ``OUT/models/model_XXXXXXXX.pt`` that ``selfplay.run --model OUT/models``
 follows. ``--resume`` continues from the training state so that a resumed run and an
 uninterrupted one give identical weights on the CPU (same data).
@@ -35,19 +31,20 @@ import sys
 import time
 
 import numpy as np
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 
 from c4fast.board import RULES
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, flatten, load_config, opt
-from c4fast.encode import PLANE_NAMES
 from c4fast.evaluators import column_plane
 from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, check_interrupt,
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
-from nets.model import build_model, build_opponent_head
-from nets.replay import Batch, ReplayWindow, WindowConfig, successor_mask
+from nets.model import build_model
+from nets.replay import Batch, ReplayWindow, WindowConfig
 from nets.shards import ShardError, list_shards
 
 log = logging.getLogger("nets.train")
@@ -64,6 +61,11 @@ class NonFiniteLossError(RuntimeError):
 class TrainConfig:
     """Trainer settings (defaults from katac4 where it has them)."""
 
+    #: switches of ablations that were not kept (docs/ABLATIONS.md; last present in commit
+    #: 0f5c532) with their off values: a config file that has them off still loads
+    RETIRED_FIELDS: ClassVar[dict] = {"opp_policy_weight": 0.0, "surprise_weight": 0.0, "drop_planes": "",
+                                      "follow_anneal": 0.0}
+
     preset: str = field(default="cpu_small", metadata=opt("network preset"))
     steps: int = field(default=0, metadata=opt("training steps: schedule horizon and stop (0: none; "
                                                "follow mode runs on)"))
@@ -75,22 +77,9 @@ class TrainConfig:
     value_mix: float = field(default=0.0, metadata=opt(
         "share of the search's root (win, draw, loss) in the value target, the rest being the game's "
         "outcome (0: outcome only)"))
-    opp_policy_weight: float = field(default=0.0, metadata=opt(
-        "weight of the opponent-policy auxiliary loss: a training-only head on the trunk predicts "
-        "the opponent's reply, the next sample's search policy (KataGo uses 0.15; 0: no head)"))
-    surprise_weight: float = field(default=0.0, metadata=opt(
-        "policy-surprise weighting: share in [0, 1) of the full-search samples' draws given in "
-        "proportion to their surprise, KL(search policy || the net's raw prior) (KataGo uses 0.5; "
-        "0: uniform)"))
-    drop_planes: str = field(default="", metadata=opt(
-        "input planes the net never sees, comma-separated names of c4fast.encode.PLANE_NAMES (e.g. "
-        "own_wins,opponent_wins for the threat-plane ablation): their input-conv weights are held at 0"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
-    follow_anneal: float = field(default=0.0, metadata=opt(
-        "follow mode with a planned run length (--run-seconds, set by selfplay.loop): lr/10 once this "
-        "share of the run's time has passed (0: never)"))
     checkpoint_every: int = field(default=500, metadata=opt("steps between checkpoints"))
     ratio: float = field(default=4.0, metadata=opt("follow mode: trained samples per self-play sample"))
     seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
@@ -114,35 +103,10 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
-        if not (math.isfinite(self.opp_policy_weight) and self.opp_policy_weight >= 0):
-            raise ValueError(f"TrainConfig.opp_policy_weight must be a finite number >= 0, "
-                             f"got {self.opp_policy_weight}")
-        self.dropped_planes()  # raises on unknown names
-        if not 0.0 <= self.surprise_weight < 1.0:
-            raise ValueError(f"TrainConfig.surprise_weight must be in [0, 1), got {self.surprise_weight}")
-        if not 0.0 <= self.follow_anneal < 1.0:
-            raise ValueError(f"TrainConfig.follow_anneal must be in [0, 1), got {self.follow_anneal}")
-        if self.follow_anneal > 0 and self.steps > 0:
-            raise ValueError("--follow-anneal is the follow-mode schedule; with --steps use --anneal-fraction")
 
-    def dropped_planes(self) -> list[int]:
-        """Indices of ``drop_planes`` in c4fast's input planes (ValueError on unknown names)."""
-        names = [n.strip() for n in self.drop_planes.split(",") if n.strip()]
-        bad = [n for n in names if n not in PLANE_NAMES]
-        if bad:
-            raise ValueError(f"TrainConfig.drop_planes: unknown plane(s) {bad}; the planes are {list(PLANE_NAMES)}")
-        reads = get_preset(self.preset).in_planes
-        unread = [n for n in names if PLANE_NAMES.index(n) >= reads]
-        if unread:
-            raise ValueError(f"TrainConfig.drop_planes: net {self.preset!r} reads only the first {reads} planes, "
-                             f"not {unread}")
-        return sorted({PLANE_NAMES.index(n) for n in names})
-
-    def lr_at(self, step: int, progress: float | None = None) -> float:
+    def lr_at(self, step: int) -> float:
         """The learning rate of step `step`. With ``--steps``: lr/3, lr, lr/10 at the
-        fractions of the steps. Without: lr/3 for ``warmup_steps``, then lr, and lr/10
-        once `progress` (the share of a follow-mode run's planned time that has passed;
-        None: unknown) reaches ``follow_anneal`` > 0."""
+        fractions of the steps. Without: lr/3 for ``warmup_steps``, then lr."""
         if self.steps > 0:
             x = step / self.steps
             if x < self.warmup_fraction:
@@ -150,8 +114,6 @@ class TrainConfig:
             return self.lr if x < self.anneal_fraction else self.lr / 10
         if step < self.warmup_steps:
             return self.lr / 3
-        if self.follow_anneal > 0 and progress is not None and progress >= self.follow_anneal:
-            return self.lr / 10
         return self.lr
 
     def to_dict(self) -> dict:
@@ -169,6 +131,9 @@ class TrainRunConfig:
     """One ``nets.train`` invocation: where it writes, what it follows, when it stops,
     and the trainer settings (:class:`TrainConfig`, recorded in the training state)."""
 
+    #: the planned run length of the retired follow-mode lr schedule (TrainConfig.RETIRED_FIELDS)
+    RETIRED_FIELDS: ClassVar[dict] = {"run_seconds": 0.0, "run_elapsed": 0.0}
+
     out: str = field(default="runs/train", metadata=opt("output directory (train_state.pt, models/, tb/)"))
     follow: str | None = field(default=None, metadata=opt("directory to watch for new shards"))
     resume: bool = field(default=False, metadata=opt("continue from OUT/train_state.pt"))
@@ -176,10 +141,6 @@ class TrainRunConfig:
     max_wait: float = field(default=0.0, metadata=opt("follow mode: stop after waiting this many "
                                                      "seconds for data (0: never)"))
     threads: int = field(default=0, metadata=opt("torch CPU threads (0: torch's default)"))
-    run_seconds: float = field(default=0.0, metadata=opt(
-        "follow mode: the run's planned length in seconds, the horizon of --follow-anneal (0: none)"))
-    run_elapsed: float = field(default=0.0, metadata=opt(
-        "follow mode: seconds of the run already done before this start (a resumed run)"))
     poll: float = field(default=5.0, metadata=opt("seconds between scans for new shards"))
     log_every: int = field(default=20, metadata=opt("steps between metric logs"))
     status_file: str | None = field(default=None, metadata=opt(
@@ -194,19 +155,6 @@ class TrainRunConfig:
             raise ValueError("--max-wait must be a finite number >= 0")
         if not (math.isfinite(self.poll) and self.poll > 0) or self.log_every < 1:
             raise ValueError("--poll must be > 0 and --log-every >= 1")
-        for f in ("run_seconds", "run_elapsed"):
-            if not (math.isfinite(getattr(self, f)) and getattr(self, f) >= 0):
-                raise ValueError(f"--{f.replace('_', '-')} must be a finite number >= 0")
-        if self.follow and self.train.follow_anneal > 0 and self.run_seconds <= 0:
-            raise ValueError("--follow-anneal needs the run's planned length, --run-seconds (selfplay.loop "
-                             "sets it)")
-
-    def progress(self, seconds_here: float) -> float | None:
-        """The share of the planned run that has passed after `seconds_here` seconds of
-        this start (None without ``run_seconds``)."""
-        if self.run_seconds <= 0:
-            return None
-        return (self.run_elapsed + seconds_here) / self.run_seconds
 
 
 def to_device(a: np.ndarray, device) -> torch.Tensor:
@@ -219,30 +167,17 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0,
-           opp_head=None, opp_weight: float = 0.0):
-    """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
-    opponent-policy soft CE of one batch (0-dim tensors on `device`; nothing here waits
-    for the device).
+def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0):
+    """Summed (not averaged) total loss, policy soft CE, value CE and policy entropy of
+    one batch (0-dim tensors on `device`; nothing here waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
-    (the search's estimate at the sample's root, same side). With `opp_head` (a
-    training-only :class:`nets.model.PolicyHead` on the trunk) the total adds
-    ``opp_weight`` times the soft CE of its softmax over all cells against the opponent's
-    reply (``batch.opp_policy``, weighted per sample by ``batch.opp_weight``)."""
+    (the search's estimate at the sample's root, same side)."""
     x = to_device(batch.planes, device)
     if x.is_cuda:
         x = x.contiguous(memory_format=torch.channels_last)
-    if opp_head is None:
-        pol, val = model(x)
-        opp_loss = torch.zeros((), device=x.device)
-    else:
-        trunk = model.trunk(x)
-        pol, val = model.policy_head(trunk), model.value_head(trunk)
-        opp_logp = F.log_softmax(opp_head(trunk).float().flatten(1), dim=1)
-        opp_ce = -(to_device(batch.opp_policy, device).flatten(1) * opp_logp).sum(1)
-        opp_loss = (to_device(batch.opp_weight, device) * opp_ce).sum()
+    pol, val = model(x)
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -260,8 +195,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         value_loss = F.cross_entropy(val.float(), z, reduction="sum")
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
-    total = value_weight * value_loss + policy_loss + opp_weight * opp_loss
-    return total, policy_loss, value_loss, entropy, opp_loss
+    total = value_weight * value_loss + policy_loss
+    return total, policy_loss, value_loss, entropy
 
 
 class Trainer:
@@ -282,22 +217,7 @@ class Trainer:
         self.model = build_model(self.net_config).to(self.device)
         if self.device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
-        # training-only auxiliary head (not in the inference checkpoint; in the training state)
-        self.opp_head = None
-        if cfg.opp_policy_weight > 0:
-            self.opp_head = build_opponent_head(self.net_config).to(self.device)
-            if self.device.type == "cuda":
-                self.opp_head = self.opp_head.to(memory_format=torch.channels_last)
-        self.dropped = cfg.dropped_planes()
-        if self.dropped:  # zero weights, zero gradients: SGD's decay and momentum keep them at 0
-            w = self.model.input_conv.weight
-            with torch.no_grad():
-                w[:, self.dropped] = 0.0
-            mask = torch.ones_like(w)
-            mask[:, self.dropped] = 0.0
-            w.register_hook(lambda g: g * mask)
-        params = list(self.model.parameters()) + (list(self.opp_head.parameters()) if self.opp_head else [])
-        self.opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.samples_trained = 0
@@ -312,8 +232,7 @@ class Trainer:
     def save(self) -> str:
         """Write the training state and the inference checkpoint (both atomic); refuses
         (NonFiniteLossError) to write weights that hold NaN or infinity."""
-        heads = self.opp_head.state_dict().items() if self.opp_head is not None else ()
-        for name, t in [*self.model.state_dict().items(), *heads]:
+        for name, t in self.model.state_dict().items():
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
@@ -325,8 +244,6 @@ class Trainer:
             "samples_trained": self.samples_trained,
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": self.opt.state_dict(),
-            "opp_head": ({k: v.detach().cpu().clone() for k, v in self.opp_head.state_dict().items()}
-                         if self.opp_head is not None else None),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
             "torch_rng": torch.get_rng_state(),
         }
@@ -337,7 +254,10 @@ class Trainer:
         return path
 
     def load(self) -> None:
-        """Restore from OUT/train_state.pt (raises ValueError naming the problem)."""
+        """Restore from OUT/train_state.pt (raises ValueError naming the problem). States
+        written before the opponent-policy head was removed (commit 0f5c532 has it) carry an
+        ``opp_head`` key, None unless the head was on; it is ignored, and a state trained
+        with the head or with ``drop_planes`` resumes as a plain net."""
         try:
             state = torch.load(self.state_path, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001
@@ -347,51 +267,40 @@ class Trainer:
         if state["net_config"] != self.net_config.to_dict():
             raise ValueError(f"{self.state_path!r} was trained with preset "
                              f"{state['net_config'].get('name')!r}, not {self.cfg.preset!r}")
-        if (state.get("opp_head") is not None) != (self.opp_head is not None):
-            raise ValueError(f"{self.state_path!r} was trained {'with' if state.get('opp_head') else 'without'} "
-                             f"the opponent-policy head; resume it with the same --opp-policy-weight setting "
-                             f"(> 0 or 0)")
-        if state["config"].get("drop_planes", "") != self.cfg.drop_planes:
-            raise ValueError(f"{self.state_path!r} was trained with --drop-planes "
-                             f"{state['config'].get('drop_planes', '')!r}, not {self.cfg.drop_planes!r}; "
-                             "resume it with the same setting")
         self.model.load_state_dict(state["model"])
-        if self.opp_head is not None:
-            self.opp_head.load_state_dict(state["opp_head"])
-        self.opt.load_state_dict(state["optimizer"])
+        opt_state = state["optimizer"]
+        if state.get("opp_head") is not None:  # the head's parameters followed the net's: drop their slots
+            n = len(list(self.model.parameters()))
+            opt_state = {"state": {i: v for i, v in opt_state["state"].items() if i < n},
+                         "param_groups": [{**g, "params": g["params"][:n]} for g in opt_state["param_groups"]]}
+        self.opt.load_state_dict(opt_state)
         self.rng.bit_generator.state = json.loads(state["numpy_rng"])
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
         self.samples_trained = int(state["samples_trained"])
 
     # ----------------------------------------------------------- training
-    def train_step(self, window: ReplayWindow, progress: float | None = None) -> dict:
+    def train_step(self, window: ReplayWindow) -> dict:
         """One optimizer step with per-board-size gradient accumulation (bf16 autocast on
-        CUDA). The loss sums stay on the device; the step reads them back once, at its end.
-        `progress`: the share of a follow-mode run's planned time passed (for the learning
-        rate, :meth:`TrainConfig.lr_at`)."""
+        CUDA). The loss sums stay on the device; the step reads them back once, at its end."""
         sizes = window.sizes
         if not sizes:
             raise ValueError("the replay window is empty")
         self.model.train()
-        if self.opp_head is not None:
-            self.opp_head.train()
-        lr = self.cfg.lr_at(self.step, progress)
+        lr = self.cfg.lr_at(self.step)
         for g in self.opt.param_groups:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, opp
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
         use_amp = self.device.type == "cuda"
         for size in sizes:
-            batch = window.sample(self.rng, size, self.cfg.per_size, opponent=self.opp_head is not None,
-                                  surprise=self.cfg.surprise_weight)
+            batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e, o = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                                          self.opp_head, self.cfg.opp_policy_weight)
+                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix)
             (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, o.detach()]).double()
-        tot, pol, val, ent, opp = sums.tolist()  # the step's only host synchronisation
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
+        tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
@@ -400,14 +309,14 @@ class Trainer:
         self.step += 1
         self.samples_trained += n_total
         return {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
-                "policy_entropy": ent / n_total, "opp_policy_loss": opp / n_total, "lr": lr, "sizes": len(sizes)}
+                "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
 
     def log(self, metrics: dict, window: ReplayWindow, samples_per_s: float) -> None:
         if self.tb is None:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(os.path.join(self.out, "tb"))
-        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "opp_policy_loss", "lr"):
+        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr"):
             self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
         self.tb.add_scalar("train/samples_per_s", samples_per_s, self.step)
         self.tb.add_scalar("data/window_samples", window.window_samples, self.step)
@@ -423,8 +332,6 @@ def train(paths, run: TrainRunConfig, quiet: bool = False) -> dict:
     ``run.stop_after`` > 0 ends this run after that many steps (the schedule still
     follows ``run.train.steps``), e.g. to continue later with ``resume``.
     """
-    if run.train.follow_anneal > 0 and not run.follow:  # (a config template may lack --follow)
-        raise ValueError("--follow-anneal is for follow mode (--follow): a run on fixed data never anneals by time")
     os.makedirs(run.out, exist_ok=True)
     lock = DirLock(run.out, "nets.train")  # one trainer per directory (LockedError otherwise)
     remove_stale_temps(run.out)  # state/checkpoint temp files of a killed writer
@@ -461,7 +368,6 @@ class _Session:
 
     def __init__(self, trainer: "Trainer", paths: list, run: TrainRunConfig, quiet: bool):
         self.trainer, self.paths, self.run, self.quiet = trainer, paths, run, quiet
-        self.t0 = time.monotonic()
         self.cfg = run.train
         self.window = ReplayWindow(self.cfg.window)
         self.sources = paths + ([run.follow] if run.follow else [])
@@ -516,7 +422,7 @@ class _Session:
                 waiting_since = None
             elif not window.sizes:
                 raise ValueError("no training samples found in " + ", ".join(map(str, self.paths)))
-            metrics = trainer.train_step(window, run.progress(time.monotonic() - self.t0))
+            metrics = trainer.train_step(window)
             trainer.last_metrics = metrics
             if trainer.step % run.log_every == 0 or trainer.step == cfg.steps:
                 now = time.monotonic()
@@ -540,11 +446,9 @@ class _Session:
                 trainer.save()
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
-          opp_policy_weight: float = 0.0) -> dict:
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu") -> dict:
     """Training samples/s on synthetic self-play-like data (random games), no files, on
-    `device` (ValueError if it is CUDA and CUDA is not available); with
-    `opp_policy_weight` > 0, with the opponent-policy head."""
+    `device` (ValueError if it is CUDA and CUDA is not available)."""
     import c4fast
 
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
@@ -569,10 +473,8 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                              ("outcome", int(rng.integers(3))), ("root_wdl", np.ones(3) / 3), ("game_id", gid)):
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
-        data = {f: np.asarray(v) for f, v in rows.items()}
-        data["has_next"] = successor_mask(data["game_id"], data["ply"])
-        window.data[(h, w)] = data
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, opp_policy_weight=opp_policy_weight)
+        window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -589,7 +491,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                    "max_memory_mb": round(torch.cuda.max_memory_allocated(tr.device) / 2**20, 1)}
     n = steps * per_size * len(sizes)
     return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "threads": torch.get_num_threads(),
-            "sizes": len(sizes), "per_size": per_size, "steps": steps, "opp_policy_weight": opp_policy_weight,
+            "sizes": len(sizes), "per_size": per_size, "steps": steps,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
 
 
@@ -624,8 +526,7 @@ def main(argv=None) -> int:
         given = any(k == "cfg__train__per_size" for k in vars(args))
         per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
         try:
-            out = bench(run.train.preset, steps, per_size, sizes, device=device,
-                        opp_policy_weight=run.train.opp_policy_weight)
+            out = bench(run.train.preset, steps, per_size, sizes, device=device)
         except ValueError as e:
             log.error("%s", e)
             return 2

@@ -50,8 +50,7 @@ class SelfPlayConfig:
     move_temp_decay: float = field(default=1.0, metadata=opt("move temperature decay with the phase"))
     opening_max: int = field(default=4, metadata=opt("up to this many opening moves from the raw policy"))
     forbidden_cell: bool = field(default=True, metadata=opt("a random forbidden cell on every board "
-                                                           "(--no-forbidden: standard boards)",
-                                                           aliases=("--no-forbidden",)))
+                                                           "(--no-forbidden-cell: standard boards)"))
     games_per_size: int = field(default=0, metadata=opt("games per board size before rotating (0: auto)"))
 
     def __post_init__(self):

@@ -146,7 +146,7 @@ PRESETS = {
 #: fields of the children's configs that the loop sets (no flags for them)
 LOOP_MANAGED = frozenset({"selfplay.model", "selfplay.out", "selfplay.time", "selfplay.seed", "selfplay.sizes",
                           "selfplay.preset", "selfplay.status_file", "train.out", "train.follow", "train.resume",
-                          "train.status_file", "train.run_seconds", "train.run_elapsed", "train.train.seed",
+                          "train.status_file", "train.train.seed",
                           "train.train.preset"})
 
 
@@ -211,7 +211,6 @@ class Loop:
                                  time=float(int(remaining_s) + 1),
                                  status_file=os.path.join(self.logs, "selfplay_status.json"))
         tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True,
-                                 run_seconds=c.minutes * 60, run_elapsed=self.state["elapsed"],
                                  status_file=os.path.join(self.logs, "train_status.json"),
                                  train=dataclasses.replace(c.train.train, seed=c.seed, preset=c.net))
         return sp, tr

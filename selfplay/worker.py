@@ -122,7 +122,6 @@ class SelfPlayEngine:
                 "stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
                 "last": rec["last"].copy(), "ply": int(rec["ply"]), "policy": policy,
                 "policy_weight": 1.0 if s.full else 0.0, "root_wdl": self.mcts.root_wdl(g).astype(np.float32),
-                "surprise": policy_surprise(target, self.mcts.root_raw_priors(g)) if s.full else 0.0,
                 "game_id": s.game_id, "model_version": int(self.model_version()),
             })
             visits = self.mcts.root_visits(g)
@@ -210,25 +209,6 @@ class WorkerSpec:
 
     def seed_sequence(self) -> list[int]:
         return [self.seed, node_hash(self.node_tag), self.incarnation, self.index, self.restart]
-
-
-#: floor of a prior in :func:`policy_surprise` (a visited move the net gave ~0)
-SURPRISE_PRIOR_FLOOR = 1e-6
-
-
-def policy_surprise(target: np.ndarray, prior: np.ndarray) -> float:
-    """KL(target || prior) in nats over columns: how much the search's policy target
-    differs from the network's raw root prior (before temperature and noise), the
-    weight of KataGo's policy-surprise sampling. 0 when `prior` is all zeros (the
-    root was never prepared). Priors are floored at :data:`SURPRISE_PRIOR_FLOOR`."""
-    target = np.asarray(target, np.float64)
-    prior = np.asarray(prior, np.float64)
-    if prior.sum() <= 0:
-        return 0.0
-    q = np.maximum(prior / prior.sum(), SURPRISE_PRIOR_FLOOR)
-    m = target > 0
-    t = target[m] / target.sum()
-    return float(max(0.0, (t * np.log(t / q[m])).sum()))
 
 
 def first_size_index(index: int, workers: int, num_sizes: int, node_tag: str = "node") -> int:

@@ -14,7 +14,7 @@ def eval_worker(handles, slot, h, w, rounds, seed, out_queue):
     results = []
     for r in range(rounds):
         n = int(rng.integers(1, 40))
-        x = (rng.random((n, 11, h, w)) < 0.3).astype(np.uint8)
+        x = (rng.random((n, 9, h, w)) < 0.3).astype(np.uint8)
         pol, wdl = c.evaluate(x)
         results.append((x, pol.copy(), wdl.copy()))
     out_queue.put((slot, results))
@@ -26,7 +26,7 @@ def hang_worker(handles, slot, ready):
 
     c = InferenceClient(handles, slot)
     ready.set()
-    x = np.zeros((3, 11, 6, 7), np.uint8)
+    x = np.zeros((3, 9, 6, 7), np.uint8)
     while True:
         c.evaluate(x)
         time.sleep(0.001)

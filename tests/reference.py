@@ -24,7 +24,7 @@ MIN_SIZE = 4
 MAX_SIZE = 12
 EMPTY = 0
 FORBIDDEN = -1
-NUM_PLANES = 11
+NUM_PLANES = 9
 # Directions of a line as (d_row, d_col); the opposite direction is implied.
 LINE_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
 
@@ -155,7 +155,7 @@ class RefGame:
 
     # --------------------------------------------------------------- encoding
     def planes(self) -> np.ndarray:
-        """Encoding version 2: (11, H, W) float32 from the side to move's perspective."""
+        """Encoding version 1: (9, H, W) float32 from the side to move's perspective."""
         h, w = self.height, self.width
         me, opponent = self.to_move, 3 - self.to_move
         planes = np.zeros((NUM_PLANES, h, w), dtype=np.float32)
@@ -184,14 +184,6 @@ class RefGame:
             planes[7, row, col] = 1.0
         if me == 1:
             planes[8, :, :] = 1.0
-        for col in range(w):
-            usable = [row for row in range(h) if self.cells[row][col] != FORBIDDEN]
-            for i, row in enumerate(usable):
-                if i % 2 == 0:  # the 1st, 3rd, ... cell of the column from the bottom
-                    planes[9, row, col] = 1.0
-        empty = sum(self.cells[row][col] == EMPTY for row in range(h) for col in range(w))
-        if empty % 2 == 1:
-            planes[10, :, :] = 1.0
         return planes
 
     # --------------------------------------------------------------- symmetry

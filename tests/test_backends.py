@@ -200,7 +200,7 @@ def test_keep_heap_mapped_stops_the_page_faults_of_the_cpu_forward():
             "if sys.argv[1] == 'on':\n    assert keep_heap_mapped()\n"
             "from nets.server import InferenceServer, ServerConfig\n"
             "fwd = InferenceServer.direct_forward(ServerConfig(preset='cpu_small', threads=1, forward='fused'))\n"
-            "x = torch.from_numpy((np.random.default_rng(0).random((96, 11, 12, 12)) < 0.3).astype(np.uint8))\n"
+            "x = torch.from_numpy((np.random.default_rng(0).random((96, 9, 12, 12)) < 0.3).astype(np.uint8))\n"
             "fwd(x); fwd(x)\n"
             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "for _ in range(5):\n    fwd(x)\n"

@@ -22,9 +22,9 @@ def loop_cmd(run_dir, evaluations, minutes=30):
 
 def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     run = tmp_path / "run"
-    # the follow-mode lr schedule and policy-surprise sampling, through the loop's flags
-    anneal = ["--train.follow-anneal", "0.9", "--train.surprise-weight", "0.5"]
-    proc = subprocess.run(loop_cmd(run, 1) + anneal, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # a trainer knob, through the loop's flags
+    knob = ["--train.value-mix", "0.25"]
+    proc = subprocess.run(loop_cmd(run, 1) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["samples"] > 0 and summary["latest_checkpoint"]
@@ -46,7 +46,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     step_before = int(Path(summary["latest_checkpoint"]).stem.split("_")[1])
     # the same command with a larger budget resumes: it rates the checkpoint saved at the stop,
     # then needs a newer one, which only a resumed trainer can write
-    proc2 = subprocess.run(loop_cmd(run, 3) + anneal, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc2 = subprocess.run(loop_cmd(run, 3) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc2.returncode == 0, proc2.stdout + proc2.stderr
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
     assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
@@ -54,9 +54,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     assert f"resumed at step {step_before}" in (run / "logs" / "train.log").read_text()
     assert json.loads((run / "loop.json").read_text())["config"]["preset"] == "dummy"
     train_conf = json.loads((run / "config" / "train.json").read_text())
-    assert train_conf["resume"] is True  # and the lr schedule's horizon is the whole run:
-    assert train_conf["run_seconds"] == 30 * 60 and train_conf["run_elapsed"] == first_elapsed
-    assert train_conf["train"]["follow_anneal"] == 0.9 and train_conf["train"]["surprise_weight"] == 0.5
+    assert train_conf["resume"] is True and train_conf["train"]["value_mix"] == 0.25
     versions = set()
     for p in list_shards([run / "data"]):
         for k, g in read_shard(p).items():

@@ -698,37 +698,6 @@ def test_dirichlet_noise():
     np.testing.assert_array_equal(t.prior[first:first + n], np.array(want, np.float32))
 
 
-@pytest.mark.parametrize("temp", [0.5, 1.0, 2.0])
-def test_raw_root_priors_are_the_net_priors_before_temperature_and_noise(temp):
-    """root_raw_priors: the softmax of the root's logits over its children, by column,
-    whatever temperature and noise did to the tree's priors; kept through a continued
-    search and after tree reuse (the new root's priors were never noised)."""
-    game = Game(9, 10, (2, 2))
-    ev = HashEvaluator(salt=8)
-    legal = game.legal_moves()
-    raw = np.zeros(game.width)
-    raw[legal] = ref_puct.softmax_priors(ev(game)[0], game, legal)
-    m = searched(game, SearchConfig(noise_fraction=0.25, leaves_per_step=2), 30, ev, full=True,
-                 root_temp=temp, seed=3, max_playouts=60)
-    assert not np.allclose(root_priors(m), raw[legal])  # the tree's priors were changed
-    np.testing.assert_allclose(m.root_raw_priors(0), raw, atol=1e-6)
-    m.start_search(0, 40, full=True, root_temp=temp)  # continuing: the priors stay
-    run_search(m, ev)
-    np.testing.assert_allclose(m.root_raw_priors(0), raw, atol=1e-6)
-    col = int(np.argmax(m.root_visits(0)))
-    m.advance(0, col)
-    assert not m.root_raw_priors(0).any()  # not prepared yet
-    child = game.copy()
-    child.play(col)
-    m.start_search(0, 40, full=True, root_temp=temp)
-    run_search(m, ev)
-    want = np.zeros(game.width)
-    moves = [int(m.tree.move[int(m.tree.first_child[int(m.games.root[0])]) + i])
-             for i in range(int(m.tree.num_children[int(m.games.root[0])]))]
-    want[moves] = ref_puct.softmax_priors(ev(child)[0], child, moves)
-    np.testing.assert_allclose(m.root_raw_priors(0), want, atol=1e-6)
-
-
 def test_dirichlet_noise_statistics():
     """Over many roots the noise has the Dirichlet(alpha) mean 1/n and variance
     (1/n)(1 - 1/n)/(n alpha + 1) (loose bounds)."""

@@ -71,12 +71,11 @@ def test_presets_and_config_validation():
     assert set(PRESETS) >= {"b3c128nbt", "cpu_small", "tiny"}
     for name, cfg in PRESETS.items():
         assert cfg.name == name
-        assert cfg.in_planes == (c4fast.NUM_PLANES if name == "cpu_small_parity" else 9)
+        assert cfg.in_planes == c4fast.NUM_PLANES == 9
         assert NetConfig.from_dict(cfg.to_dict()) == cfg
     counts = {n: count_parameters(Net(c)) for n, c in PRESETS.items()}
     assert 450_000 <= counts["b3c128nbt"] <= 700_000
     assert 60_000 <= counts["cpu_small"] <= 150_000
-    assert 1.8 * counts["cpu_small"] <= counts["cpu_mid"] <= 2.5 * counts["cpu_small"]
     assert counts["tiny"] < 10_000
     with pytest.raises(ValueError, match="cpu_small"):
         get_preset("nope")
@@ -117,7 +116,7 @@ def test_uint8_input_and_bad_shape():
         p2, v2 = model(torch.from_numpy(x.astype(np.uint8)))
     np.testing.assert_allclose(p1, p2.numpy(), atol=1e-6)
     np.testing.assert_allclose(v1, v2.numpy(), atol=1e-6)
-    with pytest.raises(ValueError, match=">= 9"):
+    with pytest.raises(ValueError, match=r"\(B, 9, H, W\)"):
         model(torch.zeros(1, 5, 6, 7))
 
 
@@ -235,12 +234,12 @@ def test_checkpoint_errors(tmp_path):
     with pytest.raises(CheckpointError, match="model_00000007.pt"):
         load_checkpoint(trunc)
     # encoding version / plane count
-    with pytest.raises(CheckpointError, match=r"encoding version 99.*reads versions \[1, 2\]"):
+    with pytest.raises(CheckpointError, match=r"encoding version 99 but c4fast reads version 1"):
         load_checkpoint(write("enc.pt", encoding_version=99))
     with pytest.raises(CheckpointError, match=r"num_planes 5.*version 1 has 9"):
         load_checkpoint(write("planes.pt", num_planes=5))
-    with pytest.raises(CheckpointError, match=r"in_planes 9 but num_planes 11"):  # v2 label, v1 net
-        load_checkpoint(write("v2.pt", encoding_version=2, num_planes=11))
+    with pytest.raises(CheckpointError, match=r"config in_planes 10 but num_planes 9"):
+        load_checkpoint(write("inplanes.pt", config={**cfg.to_dict(), "in_planes": 10}))
     # shapes not fitting the config
     bad_cfg = dataclasses.replace(cfg, channels=24)
     with pytest.raises(CheckpointError, match=r"input_conv\.weight.*\(16, 9, 3, 3\).*\(24, 9, 3, 3\)"):
@@ -294,7 +293,7 @@ def test_numpy_matches_torch(tmp_path, name, sizes):
     out = export_numpy(ckpt, tmp_path / "net.npz")
     net = NumpyNet.load(out)
     assert net.config == cfg and net.meta["step"] == 3
-    assert net.encoding_version == (2 if cfg.in_planes == 11 else 1)
+    assert net.encoding_version == 1 and net.num_planes == 9
     for h, w in sizes:
         x = random_planes(3, h, w, seed=h * w)
         p, v = forward(model, x)
@@ -308,78 +307,49 @@ def test_numpy_matches_torch(tmp_path, name, sizes):
     np.testing.assert_array_equal(net2.forward(x.astype(np.uint8))[0], net.forward(x)[0])
 
 
-def test_nets_mirror_the_encoding_versions_of_c4fast():
+def test_nets_mirror_the_encoding_of_c4fast():
     import nets.config as nc
 
-    assert nc.PLANES_OF_VERSION == c4fast.PLANES_OF_VERSION
-    assert nc.NEWEST_ENCODING == c4fast.ENCODING_VERSION
-    assert nc.DEFAULT_IN_PLANES == 9 and get_preset("cpu_small_parity").in_planes == c4fast.NUM_PLANES
-    assert c4fast.PLANE_NAMES[:9] == (
+    assert (nc.ENCODING_VERSION, nc.NUM_PLANES) == (c4fast.ENCODING_VERSION, c4fast.NUM_PLANES) == (1, 9)
+    assert c4fast.PLANE_NAMES == (
         "own_stones", "opponent_stones", "playable", "on_board", "last_move", "previous_move",
         "own_wins", "opponent_wins", "first_player_to_move",
-    )  # version 2 only appends: a version-1 net reads the first nine
-    assert nc.encoding_of(9) == 1 and nc.encoding_of(11) == 2
-    with pytest.raises(ValueError, match="no encoding version has 10 input planes"):
-        NetConfig(channels=16, blocks=1, in_planes=10)
+    )
+    assert c4fast.Game(9, 10, (3, 4)).planes().shape == (9, 9, 10)
+    with pytest.raises(ValueError, match=r"in_planes must be 9 \(encoding version 1\), got 11"):
+        NetConfig(channels=16, blocks=1, in_planes=11)
 
 
-def test_a_version_1_net_reads_the_first_nine_planes_everywhere(tmp_path):
-    """A net made for encoding version 1 (the default, and every shipped model) is saved
-    and exported as version 1 and computes on version 2's planes exactly what it computes
-    on their first nine, in every CPU forward; a version-2 net is saved as version 2."""
-    from nets.backends import BACKENDS, CpuBackend
+def test_files_of_the_removed_encoding_version_2_are_refused_by_name(tmp_path):
+    """A checkpoint or .npz export of a net made for encoding version 2 (11 planes: the
+    parity planes, removed after commit 0f5c532) is refused with a message saying so,
+    before its 11-plane config is even parsed."""
+    import json
 
     cfg = get_preset("tiny")
-    assert cfg.in_planes == 9
-    torch.manual_seed(7)
-    model = randomize_bn(Net(cfg), 7).eval()
+    model = make("tiny")
     ckpt = save_checkpoint(tmp_path / checkpoint_name(5), model, cfg, 5)
-    loaded, lcfg, meta = load_checkpoint(ckpt)
-    assert lcfg == cfg and (meta["encoding_version"], meta["num_planes"]) == (1, 9)
-    net = NumpyNet.load(export_numpy(ckpt, tmp_path / "v1.npz"))
-    assert net.encoding_version == 1 and net.meta["num_planes"] == 9
-    game = c4fast.Game(9, 10, (3, 4))
-    for col in (4, 4, 4, 5, 2):
-        game.play(col)
-    x = np.stack([game.planes(), c4fast.Game(9, 10, (0, 0)).planes()])
-    assert x.shape[1] == 11 and x[:, 9:].any()
-    p9, v9 = forward(loaded, x[:, :9])
-    p11, v11 = forward(loaded, x)
-    np.testing.assert_array_equal(p11, p9)
-    np.testing.assert_array_equal(v11, v9)
-    pn, vn = net.forward(x)
-    assert np.abs(pn - p9).max() < 1e-4 and np.abs(vn - v9).max() < 1e-4
-    kinds = [k for k in BACKENDS if k not in ("compiled", "ort_int8")]
-    if not _has_onnxruntime():
-        kinds = [k for k in kinds if not k.startswith("ort")]
-    for kind in kinds:
-        be = CpuBackend(loaded, kind, threads=1)
-        pb, vb = be(x)
-        pb9, vb9 = be(np.ascontiguousarray(x[:, :9]))
-        np.testing.assert_allclose(pb, pb9, atol=1e-6)
-        np.testing.assert_allclose(vb, vb9, atol=1e-6)
-        assert np.abs(pb.reshape(p9.shape) - p9).max() < 1e-3, kind
-    # a version-2 net is saved as version 2, reads all eleven planes and needs them
-    cfg2 = dataclasses.replace(cfg, in_planes=11)
-    torch.manual_seed(8)
-    model2 = randomize_bn(Net(cfg2), 8).eval()
-    ck2 = save_checkpoint(tmp_path / checkpoint_name(6), model2, cfg2, 6)
-    loaded2, _, meta2 = load_checkpoint(ck2)
-    assert (meta2["encoding_version"], meta2["num_planes"]) == (2, 11)
-    assert NumpyNet.load(export_numpy(ck2, tmp_path / "v2.npz")).encoding_version == 2
-    with pytest.raises(ValueError, match=">= 11"):
-        forward(loaded2, x[:, :9])
-    x2 = x.copy()
-    x2[:, 9:] = 1.0 - x2[:, 9:]  # the parity planes flipped: a version-2 net sees them
-    assert np.abs(forward(loaded2, x2)[1] - forward(loaded2, x)[1]).max() > 1e-4
-
-
-def _has_onnxruntime() -> bool:
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    payload = torch.load(ckpt, weights_only=True)
+    sd = dict(payload["state_dict"])
+    sd["input_conv.weight"] = torch.zeros(16, 11, 3, 3)
+    v2 = tmp_path / "v2.pt"
+    torch.save({**payload, "encoding_version": 2, "num_planes": 11, "state_dict": sd,
+                "config": {**cfg.to_dict(), "name": "cpu_small_parity", "in_planes": 11}}, v2)
+    with pytest.raises(CheckpointError, match=r"v2.pt.*encoding version 2 \(the parity planes.*0f5c532"):
+        load_checkpoint(v2)
+    npz = export_numpy(ckpt, tmp_path / "v1.npz")
+    with np.load(npz, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    arrays["__meta__"] = np.array(json.dumps({**meta, "encoding_version": 2, "num_planes": 11}))
+    arrays["__config__"] = np.array(json.dumps({**cfg.to_dict(), "in_planes": 11}))
+    np.savez(tmp_path / "v2.npz", **arrays)
+    with pytest.raises(ValueError, match=r"v2.npz.*encoding version 2 \(the parity planes"):
+        NumpyNet.load(tmp_path / "v2.npz")
+    with pytest.raises(ValueError, match=r"expected planes of shape \(B, 9, H, W\)"):
+        forward(model, random_planes(2, 6, 7, c=11))
+    with pytest.raises(ValueError, match=r"expected planes of shape \(B, 9, H, W\)"):
+        NumpyNet.load(npz).forward(random_planes(2, 6, 7, c=11))
 
 
 def test_numpy_load_refuses_an_encoding_that_does_not_fit(tmp_path):
@@ -390,9 +360,9 @@ def test_numpy_load_refuses_an_encoding_that_does_not_fit(tmp_path):
         arrays = {k: z[k] for k in z.files}
     meta = json.loads(str(arrays["__meta__"]))
     for name, change, needle in [
-        ("v99.npz", {"encoding_version": 99}, r"encoding version 99 but c4fast reads versions \[1, 2\]"),
+        ("v99.npz", {"encoding_version": 99}, r"encoding version 99 but c4fast reads version 1"),
         ("planes.npz", {"num_planes": 11}, "num_planes 11 but encoding version 1 has 9"),
-        ("label.npz", {"encoding_version": 2, "num_planes": 11}, "config in_planes 9 but num_planes 11"),
+        ("label.npz", {"encoding_version": 2, "num_planes": 11}, r"encoding version 2 \(the parity planes"),
     ]:
         arrays["__meta__"] = np.array(json.dumps({**meta, **change}))
         np.savez(tmp_path / name, **arrays)
@@ -417,7 +387,7 @@ def test_numpy_net_does_not_import_torch(tmp_path):
         "import nets.numpy_net as m\n"
         f"net = m.NumpyNet.load({str(path)!r})\n"
         "import numpy as np\n"
-        "p, v = net.forward(np.zeros((1, 11, 6, 7), np.float32))\n"
+        "p, v = net.forward(np.zeros((1, 9, 6, 7), np.float32))\n"
         "assert p.shape == (1, 6, 7)\n"
         "print('torch' in sys.modules, 'numba' in sys.modules)\n"
     )

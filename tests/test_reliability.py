@@ -27,7 +27,7 @@ from nets.shards import ShardValueError, ShardWriter, list_shards, read_shard, v
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "16", "--fast-playouts", "4",
-         "--leaves", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
+         "--leaves-per-step", "4", "--sizes", "6x7", "--status-every", "0.5", "--samples-per-shard", "10"]
 
 
 _STARTED: list[subprocess.Popen] = []
@@ -222,7 +222,7 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     rec = c4fast.Game.from_moves(6, 7, None, [3, 3]).state[0]
     g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
 
-    def write(name, policy_value, outcome=0, surprise=0.5):
+    def write(name, policy_value, outcome=0):
         pol = np.zeros((6, 7), np.float32)
         pol[0, 2] = policy_value
         w = ShardWriter(str(tmp_path), name, samples_per_shard=100)
@@ -230,8 +230,7 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
                     "num_moves": len(g.moves), "result": 1, "model_version": 0},
                    [{"stones": rec["stones"], "forbidden": rec["forbidden"], "last": rec["last"], "ply": 2,
                      "policy": pol, "policy_weight": 1.0, "outcome": outcome,
-                     "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 1, "model_version": 0,
-                     "surprise": surprise}])
+                     "root_wdl": np.array([0.5, 0.2, 0.3], np.float32), "game_id": 1, "model_version": 0}])
         return w.flush()
 
     nan = write("nan", np.nan)
@@ -242,9 +241,6 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     bad_outcome = write("outcome", 1.0, outcome=7)
     with pytest.raises(ShardValueError, match="outcome"):
         read_shard(bad_outcome)
-    for name, value in (("negsurprise", -0.1), ("infsurprise", np.inf)):
-        with pytest.raises(ShardValueError, match="surprise"):
-            read_shard(write(name, 1.0, surprise=value))
     good = write("good", 1.0)
     from nets.replay import ReplayWindow
 
@@ -254,13 +250,13 @@ def test_poisoned_shards_are_rejected_and_skipped_by_name(tmp_path):
     window.update(list_shards([tmp_path]))
     assert window.total_samples == 1  # only the good shard
     assert any("nan_00000.h5" in w for w in warnings) and any("outcome_00000.h5" in w for w in warnings)
-    assert any("negsurprise_00000.h5" in w for w in warnings)
-    assert read_shard(good)[(6, 7)]["surprise"].tolist() == [0.5]
+    assert read_shard(good)[(6, 7)]["policy_weight"].tolist() == [1.0]
 
 
-def test_a_shard_written_before_the_surprise_field_reads_it_as_zero(tmp_path):
-    """`surprise` is optional in schema 1: older shards lack it and read (and validate)
-    as surprise 0, so old runs keep training."""
+def test_a_shard_with_the_removed_surprise_field_still_reads(tmp_path):
+    """Shards written while policy-surprise weighting existed (d99ce20..0f5c532) hold an
+    extra ``surprise`` dataset; schema 1 readers and the validator ignore it, so old runs
+    keep training. New shards do not write it."""
     import c4fast
 
     g = c4fast.Game.from_moves(6, 7, None, [3, 3, 4, 4, 5, 5, 6])
@@ -274,16 +270,16 @@ def test_a_shard_written_before_the_surprise_field_reads_it_as_zero(tmp_path):
         samples.append({"stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
                         "last": rec["last"].copy(), "ply": int(rec["ply"]), "policy": pol, "policy_weight": 1.0,
                         "outcome": 0 if rec["ply"] % 2 == 0 else 2, "root_wdl": np.ones(3, np.float32) / 3,
-                        "game_id": 1, "model_version": 0})  # no "surprise": written as 0
+                        "game_id": 1, "model_version": 0})
         replay.play(col)
     w.add_game({"game_id": 1, "height": 6, "width": 7, "forbidden": (-1, -1), "moves": g.moves,
                 "num_moves": len(g.moves), "result": 1, "model_version": 0}, samples)
     path = w.flush()
     with h5py.File(path, "a") as f:
-        assert (f["samples/h6w7/surprise"][()] == 0).all()
-        del f["samples/h6w7/surprise"]  # as written by the code before the field existed
+        assert "surprise" not in f["samples/h6w7"]
+        f["samples/h6w7"].create_dataset("surprise", data=np.full(7, 0.5, np.float32))  # as written then
     data = read_shard(path)[(6, 7)]
-    assert data["surprise"].dtype == np.float32 and data["surprise"].tolist() == [0.0] * 7
+    assert "surprise" not in data and len(data["ply"]) == 7
     assert validate_shard(path)["samples"] == 7
 
 

@@ -199,9 +199,8 @@ def immediate_wins(game, player: int) -> list[int]:
 
 # --------------------------------------------------------------------------- constants
 def test_encoding_constants():
-    assert c4fast.NUM_PLANES == NUM_PLANES == 11
-    assert c4fast.ENCODING_VERSION == 2
-    assert c4fast.PLANES_OF_VERSION == {1: 9, 2: 11}
+    assert c4fast.NUM_PLANES == NUM_PLANES == 9
+    assert c4fast.ENCODING_VERSION == 1
 
 
 def test_illegal_move_is_a_value_error():

@@ -96,7 +96,7 @@ def test_same_size_requests_are_batched_together_and_still_correct(server_factor
 def test_killed_server_makes_the_worker_raise_within_a_second(server_factory):
     sq, proc = server_factory()
     c = q.InferenceClient(sq.handles, 0)
-    x = np.zeros((2, 11, 6, 7), np.uint8)
+    x = np.zeros((2, 9, 6, 7), np.uint8)
     c.evaluate(x)
     os.kill(proc.pid, signal.SIGKILL)
     t0 = time.monotonic()
@@ -110,11 +110,11 @@ def test_bad_requests_are_rejected_clearly(server_factory):
     sq, _ = server_factory(max_batch=16)
     c = q.InferenceClient(sq.handles, 1)
     with pytest.raises(ValueError, match="17 positions"):
-        c.evaluate(np.zeros((17, 11, 6, 7), np.uint8))
+        c.evaluate(np.zeros((17, 9, 6, 7), np.uint8))
     with pytest.raises(ValueError, match="13x7"):
-        c.evaluate(np.zeros((1, 11, 13, 7), np.uint8))
+        c.evaluate(np.zeros((1, 9, 13, 7), np.uint8))
     with pytest.raises(ValueError, match="3x7"):
-        c.evaluate(np.zeros((1, 11, 3, 7), np.uint8))
+        c.evaluate(np.zeros((1, 9, 3, 7), np.uint8))
     with pytest.raises(ValueError, match="channels"):
         c.evaluate(np.zeros((1, 5, 6, 7), np.uint8))
     # a malformed request that bypasses the client's checks is refused by the server
@@ -133,7 +133,7 @@ def test_bad_requests_are_rejected_clearly(server_factory):
     c._wait()
     assert "count 99" in c.view.get_error()
     # and the slot still works afterwards
-    pol, wdl = c.evaluate(np.zeros((2, 11, 6, 7), np.uint8))
+    pol, wdl = c.evaluate(np.zeros((2, 9, 6, 7), np.uint8))
     assert pol.shape == (2, 6, 7)
 
 
@@ -148,7 +148,7 @@ def test_dead_worker_does_not_stop_the_server(server_factory):
     p.join(5)
     c = q.InferenceClient(sq.handles, 0)
     for _ in range(5):
-        pol, _ = c.evaluate(np.ones((4, 11, 6, 7), np.uint8))
+        pol, _ = c.evaluate(np.ones((4, 9, 6, 7), np.uint8))
         assert np.isfinite(pol).all()
     assert proc.is_alive()
 
@@ -161,7 +161,7 @@ def test_hot_reload_follows_a_checkpoint_directory(server_factory, tmp_path):
     cfg = ServerConfig(model=str(tmp_path), threads=1, reload_interval=0.1, forward="eager")
     sq, _ = server_factory(cfg)
     c = q.InferenceClient(sq.handles, 0)
-    x = (np.random.default_rng(0).random((3, 11, 7, 8)) < 0.4).astype(np.uint8)
+    x = (np.random.default_rng(0).random((3, 9, 7, 8)) < 0.4).astype(np.uint8)
     pol1 = c.evaluate(x)[0].copy()  # results are views into shared memory
     assert c.model_version == 1
     torch.manual_seed(2)
@@ -210,7 +210,7 @@ def test_cuda_graph_bf16_server_matches_fp32_forward(server_factory):
                        sizes=((12, 12),))
     sq, _ = server_factory(cfg, max_batch=256)
     c = q.InferenceClient(sq.handles, 0)
-    x = (np.random.default_rng(0).random((100, 11, 12, 12)) < 0.3).astype(np.uint8)
+    x = (np.random.default_rng(0).random((100, 9, 12, 12)) < 0.3).astype(np.uint8)
     pol, wdl = c.evaluate(x)
     ref_pol, ref_wdl = direct(ServerConfig(preset="b3c128nbt", seed=4), x)
     assert np.abs(wdl - ref_wdl).max() < 0.05

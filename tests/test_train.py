@@ -19,10 +19,9 @@ from nets.shards import ShardWriter, list_shards, read_shard
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fast_every=0, surprise=False):
+def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fast_every=0):
     """Real shards from random games (policy: one-hot on the move played; every weight 1,
-    or with `fast_every` k > 0, weight 0 at the plies p with p % k == 1; with `surprise`,
-    full-search samples get a random surprise in [0, 2), a tenth of them exactly 0)."""
+    or with `fast_every` k > 0, weight 0 at the plies p with p % k == 1)."""
     rng = np.random.default_rng(seed)
     w = ShardWriter(str(out), f"s{seed}", samples_per_shard=per_shard)
     for i in range(games):
@@ -41,8 +40,6 @@ def make_shards(out, seed=0, games=12, sizes=((6, 7), (9, 9)), per_shard=60, fas
                             "policy_weight": 0.0 if fast_every and s["ply"] % fast_every == 1 else 1.0,
                             "root_wdl": np.ones(3, np.float32) / 3,
                             "game_id": i + 1000 * seed, "model_version": 0})
-            if surprise and samples[-1]["policy_weight"] > 0:
-                samples[-1]["surprise"] = 0.0 if rng.random() < 0.1 else float(2 * rng.random())
             g.play(best)
         for smp in samples:
             tm = smp["ply"] % 2 + 1
@@ -70,38 +67,6 @@ def test_lr_schedule():
     assert cfg.lr_at(720) == pytest.approx(0.003) and cfg.lr_at(999) == pytest.approx(0.003)
     free = TrainConfig(steps=0, lr=0.03, warmup_steps=10)
     assert free.lr_at(5) == pytest.approx(0.01) and free.lr_at(10_000) == 0.03
-    assert free.lr_at(10_000, progress=0.99) == 0.03  # no --follow-anneal: no drop
-    ann = TrainConfig(steps=0, lr=0.03, warmup_steps=10, follow_anneal=0.75)
-    assert ann.lr_at(10_000) == 0.03 and ann.lr_at(10_000, progress=0.7499) == 0.03
-    assert ann.lr_at(10_000, progress=0.75) == pytest.approx(0.003)
-    assert ann.lr_at(5, progress=0.9) == pytest.approx(0.01)  # warm-up first
-    for bad in (-0.1, 1.0):
-        with pytest.raises(ValueError, match="follow_anneal"):
-            TrainConfig(follow_anneal=bad)
-    with pytest.raises(ValueError, match="--anneal-fraction"):
-        TrainConfig(steps=100, follow_anneal=0.5)
-    with pytest.raises(ValueError, match="--run-seconds"):
-        TrainRunConfig(follow="d", train=ann)
-    with pytest.raises(ValueError, match="--follow"):  # a fixed-data run never anneals by time
-        train(["d"], TrainRunConfig(train=ann, run_seconds=100.0))
-    TrainRunConfig(train=ann)  # a template without --follow (the loop's presets) is fine
-    run = TrainRunConfig(follow="d", train=ann, run_seconds=100.0, run_elapsed=40.0)
-    assert run.progress(35.0) == pytest.approx(0.75) and TrainRunConfig().progress(1e9) is None
-    with pytest.raises(ValueError, match="--run-elapsed"):
-        TrainRunConfig(run_elapsed=float("nan"))
-
-
-def test_follow_anneal_drops_the_lr_for_the_rest_of_a_resumed_run(tmp_path):
-    """A follow-mode start that begins past --follow-anneal of the planned run (a resumed
-    loop) trains at lr/10 from its first step after the warm-up; the same start without
-    the switch trains at the full rate."""
-    make_shards(tmp_path / "f", games=4, sizes=((6, 7),))
-    for anneal, lr in ((0.5, 0.002), (0.0, 0.02)):
-        cfg = TrainConfig(preset="tiny", per_size=8, ratio=2.0, checkpoint_every=1000, warmup_steps=0,
-                          lr=0.02, follow_anneal=anneal)
-        s = train([], TrainRunConfig(out=str(tmp_path / f"o{anneal}"), follow=str(tmp_path / "f"), max_wait=0.5,
-                                     poll=0.2, run_seconds=100.0, run_elapsed=60.0, train=cfg), quiet=True)
-        assert s["steps"] > 0 and s["lr"] == pytest.approx(lr)
 
 
 def test_flip_matches_the_mirrored_position(tmp_path):
@@ -130,176 +95,53 @@ def test_flip_matches_the_mirrored_position(tmp_path):
         _ = rng
 
 
-def test_opponent_reply_target_is_the_next_sample_of_the_same_game(tmp_path):
-    """Against a reference built from the shard files by (game_id, ply): the auxiliary
-    target of a sample is the search policy one ply later in its game, weighted by that
-    sample's policy_weight; a game's last sample has weight 0; a flip mirrors it too.
-    Small shards, so games of one size and its window are spread over several files."""
-    shards = make_shards(tmp_path, games=10, per_shard=25, fast_every=3)
-    ref = {}
-    for path in shards:
-        for key, g in read_shard(path).items():
-            if key != "games":
-                for i in range(len(g["ply"])):
-                    ref[(int(g["game_id"][i]), int(g["ply"][i]))] = (g["policy"][i], float(g["policy_weight"][i]))
-    win = ReplayWindow()
-    win.update(list_shards([tmp_path]))
-    ended = weighted0 = 0
-    for size in win.sizes:
-        d = win.data[size]
-        for seed in range(3):
-            b = win.sample(np.random.default_rng(seed), size, 64, flip=False)
-            idx = np.random.default_rng(seed).integers(0, len(d["ply"]), 64)
-            for i, j in enumerate(idx):
-                nxt = ref.get((int(d["game_id"][j]), int(d["ply"][j]) + 1))
-                if nxt is None:
-                    ended += 1
-                    assert b.opp_weight[i] == 0
-                else:
-                    weighted0 += nxt[1] == 0
-                    assert b.opp_weight[i] == nxt[1]
-                    np.testing.assert_array_equal(b.opp_policy[i], nxt[0])
-            mirrored = win.sample(np.random.default_rng(seed), size, 64, flip=False)
-            flip_batch(mirrored, np.ones(64, bool))
-            np.testing.assert_array_equal(mirrored.opp_policy, b.opp_policy[..., ::-1])
-    assert ended > 0 and weighted0 > 0  # both kinds of zero weight were exercised
+def test_retired_switches_load_from_old_config_files_only_when_off():
+    """Configs written before the not-kept switches were removed (a run's loop.json, a
+    child's JSON) still load when the switches are off; an ablation's config is refused."""
+    from c4fast.cli import ConfigError, config_from_dict, config_to_dict
+
+    old = config_to_dict(TrainRunConfig())
+    old.update(run_seconds=0.0, run_elapsed=0.0)
+    old["train"].update(opp_policy_weight=0.0, surprise_weight=0.0, drop_planes="", follow_anneal=0.0)
+    assert config_from_dict(TrainRunConfig, old) == TrainRunConfig()
+    old["train"]["surprise_weight"] = 0.5
+    with pytest.raises(ConfigError, match="surprise_weight: the switch was removed"):
+        config_from_dict(TrainRunConfig, old)
 
 
-def reference_probabilities(weights, surprise, share):
-    """Policy-surprise draw probabilities, sample by sample (docs: nets/replay.py)."""
-    n = len(weights)
-    full = [i for i in range(n) if weights[i] > 0]
-    total = sum(surprise[i] for i in full)
-    out = []
-    for i in range(n):
-        if weights[i] == 0 or share == 0 or total == 0:
-            out.append(1 / n)
-        else:
-            out.append(len(full) / n * ((1 - share) / len(full) + share * surprise[i] / total))
-    return np.array(out)
-
-
-@pytest.mark.parametrize("share", [0.0, 0.5, 0.9])
-def test_surprise_weighted_sampling_draws_in_proportion_to_surprise(tmp_path, share):
-    """The window's draws follow the reference probabilities: full-search samples keep
-    their total share, and within it a share goes by surprise; fast samples stay uniform."""
-    from nets.replay import sampling_probabilities
-
-    make_shards(tmp_path, games=6, sizes=((6, 7),), fast_every=3, surprise=True)
-    win = ReplayWindow()
-    win.update(list_shards([tmp_path]))
-    d = win.data[(6, 7)]
-    want = reference_probabilities(d["policy_weight"].tolist(), d["surprise"].tolist(), share)
-    got = sampling_probabilities(d["policy_weight"], d["surprise"], share)
-    np.testing.assert_allclose(got, want, rtol=1e-12)
-    assert got.sum() == pytest.approx(1.0)
-    fast = d["policy_weight"] == 0
-    assert fast.any() and got[fast].sum() == pytest.approx(fast.mean())
-    n_draws = 200_000
-    rng = np.random.default_rng(5)
-    idx = np.concatenate([win._draw(rng, (6, 7), 10_000, share) for _ in range(20)])
-    freq = np.bincount(idx, minlength=len(want)) / n_draws
-    np.testing.assert_allclose(freq, want, atol=4 * np.sqrt(want.max() / n_draws))
-    if share > 0:  # samples with surprise 0 are drawn less than uniformly, never more
-        zero = (~fast) & (d["surprise"] == 0)
-        assert zero.any() and (freq[zero] < 1 / len(want)).all()
-    # the batch is the drawn rows
-    b = win.sample(np.random.default_rng(7), (6, 7), 64, flip=False, opponent=False, surprise=share)
-    rows = win._draw(np.random.default_rng(7), (6, 7), 64, share)
-    np.testing.assert_array_equal(b.policy, d["policy"][rows])
-
-
-def test_surprise_weighting_trains_and_rejects_bad_shares(tmp_path):
-    make_shards(tmp_path / "d", surprise=True)
-    cfg = TrainConfig(preset="tiny", per_size=8, surprise_weight=0.5)
-    tr = Trainer(cfg, str(tmp_path / "t"))
-    win = ReplayWindow()
-    win.update(list_shards([tmp_path / "d"]))
-    for _ in range(3):
-        out = tr.train_step(win)
-    assert np.isfinite(out["loss"])
-    for bad in (-0.1, 1.0, float("nan")):
-        with pytest.raises(ValueError, match="surprise_weight"):
-            TrainConfig(preset="tiny", surprise_weight=bad)
-
-
-def test_dropped_planes_are_never_seen_by_the_net_and_resume_checks_the_setting(tmp_path):
-    """--drop-planes own_wins,opponent_wins (the threat-plane ablation): after training,
-    the checkpointed net's outputs do not depend on those planes at all, while the other
-    planes' weights did learn; resuming with another setting is refused; bad names too."""
-    from c4fast.encode import PLANE_NAMES
-    from nets.model import build_model
-
-    make_shards(tmp_path / "d")
+@pytest.mark.parametrize("head", [False, True])
+def test_a_training_state_written_with_the_opponent_head_key_resumes(tmp_path, head):
+    """train_state.pt files written before the opponent-policy head was removed carry an
+    ``opp_head`` key (None, or the head's weights with its momenta after the net's in the
+    optimizer): they resume as the plain net, continuing its step and weights."""
+    make_shards(tmp_path / "d", games=4, sizes=((6, 7),))
+    cfg = TrainConfig(preset="tiny", steps=8, per_size=8, checkpoint_every=4)
     out = tmp_path / "t"
-    cfg = TrainConfig(preset="tiny", per_size=8, steps=6, checkpoint_every=6, drop_planes="own_wins, opponent_wins")
-    assert cfg.dropped_planes() == [PLANE_NAMES.index("own_wins"), PLANE_NAMES.index("opponent_wins")]
-    train([str(tmp_path / "d")], TrainRunConfig(train=cfg, out=str(out)), quiet=True)
-    net, net_config, _ = load_checkpoint(str(sorted((out / "models").glob("model_*.pt"))[-1]))
-    net.eval()
-    w = net.input_conv.weight.detach()
-    assert (w[:, cfg.dropped_planes()] == 0).all() and (w[:, 0] != 0).any()
-    rng = np.random.default_rng(0)
-    planes = torch.from_numpy((rng.random((16, c4fast.NUM_PLANES, 6, 7)) < 0.3).astype(np.float32))
-    other = planes.clone()
-    other[:, cfg.dropped_planes()] = torch.from_numpy(rng.random((16, 2, 6, 7)).astype(np.float32))
-    with torch.no_grad():
-        a, b = net(planes), net(other)
-    for x, y in zip(a, b):
-        torch.testing.assert_close(x, y)
-    base = build_model(net_config)  # a fresh net does see them (the test can fail)
-    with torch.no_grad():
-        assert not torch.allclose(base(planes)[0], base(other)[0])
-    again = TrainRunConfig(train=dataclasses.replace(cfg, steps=12, drop_planes=""), out=str(out), resume=True)
-    with pytest.raises(ValueError, match="drop-planes"):
-        train([str(tmp_path / "d")], again, quiet=True)
-    with pytest.raises(ValueError, match="unknown plane"):
-        TrainConfig(preset="tiny", drop_planes="own_wins,threats")
-    with pytest.raises(ValueError, match=r"reads only the first 9 planes, not \['odd_cells'\]"):
-        TrainConfig(preset="tiny", drop_planes="own_wins,odd_cells")
-    assert TrainConfig(preset="cpu_small_parity", drop_planes="odd_cells").dropped_planes() == [9]
+    train([str(tmp_path / "d")], TrainRunConfig(out=str(out), stop_after=4, train=cfg), quiet=True)
+    path = out / "train_state.pt"
+    state = torch.load(path, weights_only=True)
+    state["opp_head"] = None
+    if head:
+        extra = torch.zeros(3, 2)
+        state["opp_head"] = {"conv_out.weight": extra}
+        n = len(state["optimizer"]["param_groups"][0]["params"])
+        state["optimizer"]["param_groups"][0]["params"].append(n)
+        state["optimizer"]["state"][n] = {"momentum_buffer": extra}
+    torch.save(state, path)
+    tr = Trainer(cfg, str(out))
+    tr.load()
+    assert tr.step == 4
+    for k, v in state["model"].items():
+        assert torch.equal(tr.model.state_dict()[k], v), k
+    s = train([str(tmp_path / "d")], TrainRunConfig(out=str(out), resume=True, train=cfg), quiet=True)
+    assert s["steps"] == 8 and s["steps_this_run"] == 4
 
 
-def test_opponent_policy_head_trains_resumes_and_stays_out_of_the_checkpoint(tmp_path):
-    make_shards(tmp_path / "d", games=8, sizes=((6, 7),))
-    cfg = TrainConfig(preset="tiny", steps=120, per_size=32, lr=0.05, checkpoint_every=60, opp_policy_weight=0.5)
-    first = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "a"), stop_after=1, train=cfg),
-                  quiet=True)
-    a = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "a"), resume=True, train=cfg), quiet=True)
-    assert a["steps"] == 120 and a["opp_policy_loss"] < 0.7 * first["opp_policy_loss"], (first, a)
-    # the inference checkpoint holds the plain net: the same keys as one trained without the head
-    plain = train([str(tmp_path / "d")], TrainRunConfig(
-        out=str(tmp_path / "p"), train=dataclasses.replace(cfg, steps=2, opp_policy_weight=0.0)), quiet=True)
-    assert plain["opp_policy_loss"] == 0.0
-    ma, _, _ = load_checkpoint(a["checkpoint"])
-    mp, _, _ = load_checkpoint(plain["checkpoint"])
-    assert ma.state_dict().keys() == mp.state_dict().keys()
-    # exact resume with the head (its weights and momenta are in the training state)
-    short = dataclasses.replace(cfg, steps=24, checkpoint_every=6)
-    x = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "x"), train=short), quiet=True)
-    train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "y"), stop_after=12, train=short), quiet=True)
-    y = train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / "y"), resume=True, train=short), quiet=True)
-    mx, _, _ = load_checkpoint(x["checkpoint"])
-    my, _, _ = load_checkpoint(y["checkpoint"])
-    for (k, u), (_, v) in zip(mx.state_dict().items(), my.state_dict().items()):
-        assert torch.equal(u, v), k
-    # a state trained with the head does not resume without it, and the reverse
-    with pytest.raises(ValueError, match="opponent-policy head"):
-        train([str(tmp_path / "d")], TrainRunConfig(
-            out=str(tmp_path / "y"), resume=True, train=dataclasses.replace(short, opp_policy_weight=0.0)), quiet=True)
-    with pytest.raises(ValueError, match="opponent-policy head"):
-        train([str(tmp_path / "d")], TrainRunConfig(
-            out=str(tmp_path / "p"), resume=True, train=dataclasses.replace(cfg, steps=4)), quiet=True)
-    with pytest.raises(ValueError, match="opp_policy_weight"):
-        TrainConfig(opp_policy_weight=float("nan"))
-
-
-def test_bench_runs_on_the_cpu_with_and_without_the_opponent_head():
+def test_bench_runs_on_the_cpu():
     from nets.train import bench
 
-    for w in (0.0, 0.15):
-        out = bench("tiny", 2, 4, [(6, 7)], opp_policy_weight=w)
-        assert out["samples_per_s"] > 0 and out["opp_policy_weight"] == w
+    out = bench("tiny", 2, 4, [(6, 7)])
+    assert out["samples_per_s"] > 0 and out["steps"] == 2
 
 
 def test_overfits_a_small_dataset(tmp_path):
@@ -436,7 +278,7 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
         b = Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal, wdl)
         with torch.no_grad():
             _, val = model(torch.from_numpy(b.planes))
-            total, pol, v, _, _ = losses(model, b, "cpu", 1.5, mix)
+            total, pol, v, _ = losses(model, b, "cpu", 1.5, mix)
         ref = _numpy_value_loss(val.numpy(), b.outcome, wdl, mix)
         assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref))
         assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))

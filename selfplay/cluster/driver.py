@@ -116,12 +116,10 @@ class ClusterError(RuntimeError):
     """The cluster cannot go on (an actor is gone for good, a command keeps failing)."""
 
 
-def _child_flags(cfg: ClusterConfig, run_elapsed: float = 0.0) -> tuple[list, list, int, int]:
+def _child_flags(cfg: ClusterConfig) -> tuple[list, list, int, int]:
     """(selfplay.run flags, nets.train flags, GPUs per self-play node, trainer GPUs) of the
     preset: each child gets its complete config as inline JSON (``--config {...}``); the
-    actors add only the node-local paths, the time limit and the node identity. The
-    trainer's learning-rate schedule spans the whole run (``--minutes``), of which
-    `run_elapsed` seconds were run before this start."""
+    actors add only the node-local paths, the time limit and the node identity."""
     from c4fast.cli import config_to_dict
     from selfplay.loop import PRESETS
 
@@ -130,9 +128,8 @@ def _child_flags(cfg: ClusterConfig, run_elapsed: float = 0.0) -> tuple[list, li
     trainer_gpus = (1 if c.selfplay.gpus else 0) if cfg.trainer_gpus < 0 else cfg.trainer_gpus
     sp = dataclasses.replace(c.selfplay, preset=c.net, seed=cfg.seed, sizes=cfg.sizes, gpus=node_gpus,
                              status_every=30.0)
-    tr = dataclasses.replace(c.train, run_seconds=cfg.minutes * 60, run_elapsed=run_elapsed,
-                             train=dataclasses.replace(c.train.train, preset=c.net, seed=cfg.seed,
-                                                       device="cuda" if trainer_gpus else "cpu"))
+    tr = dataclasses.replace(c.train, train=dataclasses.replace(c.train.train, preset=c.net, seed=cfg.seed,
+                                                                device="cuda" if trainer_gpus else "cpu"))
     return (["--config", json.dumps(config_to_dict(sp))], ["--config", json.dumps(config_to_dict(tr))],
             node_gpus, trainer_gpus)
 
@@ -262,7 +259,7 @@ class ClusterRun:
         from selfplay.cluster.actors import SelfPlayActor, TrainerActor
 
         cfg = self.cfg
-        sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(cfg, self.state["elapsed"])
+        sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(cfg)
         tags = discover_nodes(cfg)
         head = ray.get_runtime_context().get_node_id()
         gpus = {n["NodeID"]: n["Resources"].get("GPU", 0) for n in ray.nodes() if n.get("Alive")}
