@@ -150,6 +150,8 @@ class ShardWriter:
         self.buffers: dict = {}
         self.games: list = []
         self.pending_samples = 0
+        self.written_games = 0  # in the shards written so far (their files in place)
+        self.written_samples = 0
 
     def add_game(self, game: dict, samples: list[dict]) -> None:
         """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W)."""
@@ -209,6 +211,8 @@ class ShardWriter:
             os.close(fd)
         os.replace(tmp, final)
         fsync_dir(self.out_dir)
+        self.written_games += len(self.games)
+        self.written_samples += self.pending_samples
         self.first_pending = None
         self.seq += 1
         self.buffers = {}
@@ -345,17 +349,6 @@ def list_shards(paths) -> list[str]:
         else:
             out.add(p)
     return sorted(out)
-
-
-def shard_totals(paths) -> tuple[int, int]:
-    """(games, samples) held by the shard files `paths`, from their ``num_games`` and
-    ``num_samples`` attributes; OSError/KeyError for a file that is not a readable shard."""
-    games = samples = 0
-    for p in paths:
-        with h5py.File(p, "r") as f:
-            games += int(f.attrs["num_games"])
-            samples += int(f.attrs["num_samples"])
-    return games, samples
 
 
 def count_samples(paths, cache: dict | None = None) -> tuple[int, int]:

@@ -1,10 +1,12 @@
-"""`python -m selfplay.loop`: the whole AlphaZero loop in one command.
+"""`c4fast loop` (`python -m selfplay.loop`): the whole AlphaZero loop in one command.
 
-Runs, as child processes, self-play (``selfplay.run`` following the trainer's
-checkpoints) and the trainer in follow mode (``nets.train``), each started with a JSON
-config file written by this process; in this process it runs a periodic arena
-evaluation of each new checkpoint against fixed anchors (random, greedy, UCT), with Elo
-ratings fitted on all games so far. Everything lives under ``--dir``::
+The loop's presets and config (:class:`LoopConfig`, :data:`PRESETS`) and its local
+placement: :class:`selfplay.orchestrator.Orchestrator` with :class:`LocalPlacement`,
+which runs self-play (``selfplay.run`` following the trainer's checkpoints) and the
+trainer in follow mode (``nets.train``) as child processes, each started with a JSON
+config file written by this process; the orchestrator runs a periodic arena evaluation
+of each new checkpoint against fixed anchors, with Elo ratings fitted on all games so
+far. Everything lives under ``--dir``::
 
     DIR/loop.json        the complete LoopConfig, accumulated run time, evaluated checkpoints
     DIR/config/          selfplay.json, train.json: what the children were started with
@@ -36,17 +38,16 @@ import sys
 import time
 from dataclasses import field
 
-from c4fast.cli import (ConfigError, add_config_arguments, config_from_args, config_from_dict,
-                        config_to_dict, opt, save_config)
+from c4fast.cli import ConfigError, add_config_arguments, config_from_args, opt, save_config
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, cpu_seconds,
-                            die_with_parent, forget_handled_interrupt, ignore_interrupts, raise_on_interrupt,
-                            setup_logging)
+from c4fast.runtime import (LockedError, cpu_seconds, die_with_parent, forget_handled_interrupt,
+                            raise_on_interrupt, setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
 from selfplay.config import RunConfig, SelfPlayConfig
-from selfplay.evaluation import EvalConfig, rate_checkpoint
+from selfplay.evaluation import EvalConfig
+from selfplay.orchestrator import Orchestrator, OrchestratorError, stored_config
 
 log = logging.getLogger("selfplay.loop")
 
@@ -150,77 +151,26 @@ LOOP_MANAGED = frozenset({"selfplay.model", "selfplay.out", "selfplay.time", "se
                           "train.train.preset"})
 
 
-class LoopError(RuntimeError):
-    """A child process failed; the message names its log."""
+class LocalPlacement:
+    """The loop's processes on this machine: ``selfplay.run`` and ``nets.train`` as child
+    processes (own process groups, dying with this process), each started with its config
+    as a JSON file in ``DIR/config/``, logging to ``DIR/logs/``."""
 
+    state_file = "loop.json"
+    lock_name = "selfplay.loop"
 
-class Loop:
-    """The running loop over one run directory (see the module docstring)."""
-
-    def __init__(self, cfg: LoopConfig, run_dir: str):
-        self.dir = run_dir
-        self.data = os.path.join(run_dir, "data")
-        self.train_dir = os.path.join(run_dir, "train")
-        self.models = os.path.join(self.train_dir, "models")
-        self.arena = os.path.join(run_dir, "arena", "games.jsonl")
-        self.state_path = os.path.join(run_dir, "loop.json")
-        self.logs = os.path.join(run_dir, "logs")
+    def __init__(self):
         self.procs: dict[str, subprocess.Popen] = {}
-        self.t_start: float | None = None
-        self.cfg = cfg
-        self.state = {"preset": cfg.preset, "config": config_to_dict(cfg), "elapsed": 0.0, "evaluated": [],
-                      "latest_elo": None}
-        self._samples_cache: dict[str, int] = {}
+        self.run: Orchestrator | None = None
+        self.budget = 0.0
         self._cpu_last: tuple[float, dict] | None = None  # (monotonic time, CPU seconds per role)
 
-    @staticmethod
-    def stored_config(run_dir: str) -> LoopConfig | None:
-        """The LoopConfig recorded in ``DIR/loop.json``, or None for a new run."""
-        path = os.path.join(run_dir, "loop.json")
-        if not os.path.exists(path):
-            return None
-        try:
-            with open(path) as f:
-                st = json.load(f)
-            return config_from_dict(LoopConfig, st["config"], "loop.json config")
-        except (OSError, ValueError, KeyError) as e:
-            raise ConfigError(f"{path}: unreadable loop state ({e}); move it away to start afresh") from None
-
-    def open(self) -> None:
-        """Take the directory lock, create the layout, load the accumulated state."""
-        os.makedirs(self.dir, exist_ok=True)
-        self.lock = DirLock(self.dir, "selfplay.loop")
-        for d in (self.data, self.models, os.path.dirname(self.arena), self.logs):
-            os.makedirs(d, exist_ok=True)
-        if os.path.exists(self.state_path):
-            with open(self.state_path) as f:
-                st = json.load(f)
-            self.state.update({k: st[k] for k in ("elapsed", "evaluated", "latest_elo") if k in st})
-        self.state["config"] = config_to_dict(self.cfg)
-        self.state["preset"] = self.cfg.preset
-
-    def _save_state(self) -> None:
-        st = dict(self.state, elapsed=self.state["elapsed"] + self._run_time())
-        atomic_write_json(self.state_path, st)
-
-    # ------------------------------------------------------------- children
-    def _child_configs(self, remaining_s: float) -> tuple[RunConfig, TrainRunConfig]:
-        c = self.cfg
-        sp = dataclasses.replace(c.selfplay, model=self.models, out=self.data, seed=c.seed, sizes=c.sizes,
-                                 preset=c.net,
-                                 time=float(int(remaining_s) + 1),
-                                 status_file=os.path.join(self.logs, "selfplay_status.json"))
-        tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True,
-                                 status_file=os.path.join(self.logs, "train_status.json"),
-                                 train=dataclasses.replace(c.train.train, seed=c.seed, preset=c.net))
-        return sp, tr
-
-    def _start_children(self, remaining_s: float) -> None:
-        sp, tr = self._child_configs(remaining_s)
-        conf = os.path.join(self.dir, "config")
+    def start(self, run: Orchestrator, remaining_s: float) -> None:
+        self.run, self.budget = run, remaining_s
+        sp, tr = run.child_configs(remaining_s)
+        conf = os.path.join(run.dir, "config")
         save_config(sp, os.path.join(conf, "selfplay.json"))
         save_config(tr, os.path.join(conf, "train.json"))
-        py = sys.executable
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         parent = os.getpid()
 
@@ -229,14 +179,22 @@ class Loop:
             die_with_parent(signal.SIGTERM, parent)
 
         for name, module in (("selfplay", "selfplay.run"), ("train", "nets.train")):
-            out = open(os.path.join(self.logs, f"{name}.log"), "a")
+            out = open(os.path.join(run.logs, f"{name}.log"), "a")
             self.procs[name] = subprocess.Popen(
-                [py, "-m", module, "--config", os.path.join(conf, f"{name}.json")],
+                [sys.executable, "-m", module, "--config", os.path.join(conf, f"{name}.json")],
                 stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=child_setup)
             out.close()
             log.info("started %s (pid %d), log %s", name, self.procs[name].pid, out.name)
 
-    def _stop_children(self) -> None:
+    def poll(self) -> None:
+        tr, sp = self.procs["train"], self.procs["selfplay"]
+        logs = self.run.logs
+        if tr.poll() is not None:
+            raise OrchestratorError(f"the trainer exited with code {tr.returncode}; see {logs}/train.log")
+        if sp.poll() is not None and self.run.run_time() < self.budget - 5:
+            raise OrchestratorError(f"self-play exited with code {sp.returncode}; see {logs}/selfplay.log")
+
+    def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
                 try:
@@ -252,48 +210,13 @@ class Loop:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
-    def _check_children(self, budget: float) -> None:
-        tr, sp = self.procs["train"], self.procs["selfplay"]
-        if tr.poll() is not None:
-            raise LoopError(f"the trainer exited with code {tr.returncode}; see {self.logs}/train.log")
-        if sp.poll() is not None and self._run_time() < budget - 5:
-            raise LoopError(f"self-play exited with code {sp.returncode}; see {self.logs}/selfplay.log")
-
-    # ------------------------------------------------------------- evaluation
-    def evaluate_new(self) -> bool:
-        """Evaluate the newest checkpoint if it is not rated yet; True if one was."""
-        from nets.checkpoint import latest_checkpoint
-
-        path = latest_checkpoint(self.models)
-        if path is None or path in self.state["evaluated"]:
-            return False
-        elo = rate_checkpoint(path, self.cfg.eval, parse_sizes(self.cfg.sizes),
-                              self.cfg.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
-                              self._count_samples(), self.state["elapsed"] + self._run_time(),
-                              on_pair=self._maybe_status if self.t_start is not None else None)
-        self.state["evaluated"].append(path)
-        if elo is not None:
-            self.state["latest_elo"] = elo
-        return True
-
-    def _maybe_status(self) -> None:
-        """Log the status line and save the state when one is due (also between the games of
-        an evaluation, which can take minutes)."""
-        now = time.monotonic()
-        if now >= self._next_status:
-            log.info("%s", self.status_line())
-            self._save_state()
-            self._next_status = now + self.cfg.status_every
-
-    def _run_time(self) -> float:
-        """Seconds of the current run not yet added to state['elapsed']."""
-        return 0.0 if self.t_start is None else time.monotonic() - self.t_start
-
-    def _count_samples(self) -> int:
-        """Samples in all finished shards (each shard's header read once)."""
-        from nets.shards import count_samples
-
-        return count_samples([self.data], self._samples_cache)[1]
+    def progress(self) -> dict:
+        sp = _read_json(os.path.join(self.run.logs, "selfplay_status.json"))
+        tr = _read_json(os.path.join(self.run.logs, "train_status.json"))
+        return {"games": sp.get("games", 0), "samples": sp.get("samples", 0),
+                "samples_per_s": sp.get("samples_per_s", 0), "evals_per_s": sp.get("evals_per_s", 0),
+                "train_step": tr.get("step", 0), "train_samples_per_s": tr.get("samples_per_s", 0),
+                "cores": self.cpu_split(sp)}
 
     def cpu_split(self, sp: dict) -> dict[str, float]:
         """Cores in use per role since the previous call (CPU seconds / wall seconds, from
@@ -313,72 +236,8 @@ class Loop:
         # a restarted process starts again from 0: never report a negative share
         return {role: max(0.0, (total[role] - last[1].get(role, 0.0)) / dt) for role in total}
 
-    def status_line(self) -> str:
-        """One line: run time, self-play and trainer progress, rates, cores per role, latest Elo."""
-        sp = _read_json(os.path.join(self.logs, "selfplay_status.json"))
-        tr = _read_json(os.path.join(self.logs, "train_status.json"))
-        split = self.cpu_split(sp)
-        cores = ("  cores: " + " ".join(f"{k} {v:.2f}" for k, v in split.items())
-                 + f" of {os.cpu_count()}") if split else ""
-        elo = self.state.get("latest_elo")
-        elo_text = f"Elo {elo['elo']:.0f} [{elo['lo']:.0f}, {elo['hi']:.0f}] @ step {elo['step']}" if elo else "Elo -"
-        minutes = (self.state["elapsed"] + self._run_time()) / 60
-        return (f"{minutes:5.1f}/{self.cfg.minutes:g} min  games {sp.get('games', 0)}  samples "
-                f"{sp.get('samples', 0)} ({sp.get('samples_per_s', 0):.1f}/s)  evals {sp.get('evals_per_s', 0):.0f}/s"
-                f"  train step {tr.get('step', 0)} ({tr.get('samples_per_s', 0):.0f} samples/s)  {elo_text}{cores}")
-
-    # ------------------------------------------------------------- main
-    def run(self) -> dict:
-        budget = self.cfg.minutes * 60 - self.state["elapsed"]
-        evals_left = lambda: (self.cfg.max_evaluations == 0  # noqa: E731
-                              or len(self.state["evaluated"]) < self.cfg.max_evaluations)
-        if budget <= 0 or not evals_left():
-            log.info("the run's budget (%g min, %d evaluations) is already used: nothing to do",
-                     self.cfg.minutes, self.cfg.max_evaluations)
-            return self.summary()
-        self.t_start = time.monotonic()
-        self._save_state()
-        self._start_children(budget)
-        next_eval = time.monotonic() + self.cfg.eval.every_min * 60
-        self._next_status = time.monotonic() + min(5.0, self.cfg.status_every)
-        interrupted = False
-        try:
-            while self._run_time() < budget and evals_left():
-                time.sleep(0.5)
-                check_interrupt()
-                self._check_children(budget)
-                now = time.monotonic()
-                if now >= next_eval:
-                    try:
-                        self.evaluate_new()
-                    except Exception as e:  # noqa: BLE001 - evaluation must not stop training
-                        log.warning("evaluation failed: %s: %s", type(e).__name__, e)
-                    next_eval = time.monotonic() + self.cfg.eval.every_min * 60
-                self._maybe_status()
-        except KeyboardInterrupt:
-            interrupted = True
-            log.info("interrupted: stopping self-play and the trainer (the same command resumes)")
-        finally:
-            ignore_interrupts()  # a second signal must not cut the clean-up short
-            run_time = self._run_time()
-            self._stop_children()
-            self.state["elapsed"] += run_time
-            self.t_start = None
-            self._save_state()
-        if not interrupted and evals_left():
-            try:
-                self.evaluate_new()
-            except Exception as e:  # noqa: BLE001
-                log.warning("final evaluation failed: %s: %s", type(e).__name__, e)
-            self._save_state()
-        return self.summary()
-
     def summary(self) -> dict:
-        from nets.checkpoint import latest_checkpoint
-
-        return {"dir": self.dir, "preset": self.cfg.preset, "elapsed_s": round(self.state["elapsed"], 1),
-                "samples": self._count_samples(), "latest_checkpoint": latest_checkpoint(self.models),
-                "evaluated": len(self.state["evaluated"]), "latest_elo": self.state.get("latest_elo")}
+        return {}
 
 
 def _read_json(path: str) -> dict:
@@ -407,12 +266,12 @@ def main(argv=None) -> int:
     try:
         if os.path.isfile(args.dir):
             raise ConfigError(f"--dir {args.dir!r} is a file")
-        stored = Loop.stored_config(args.dir)
+        stored = stored_config(LoopConfig, args.dir, LocalPlacement.state_file)
         if stored is not None and args.preset is not None and args.preset != stored.preset:
             raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
         base = stored if stored is not None else PRESETS[args.preset or "cpu"]
         cfg = config_from_args(LoopConfig, args, base)
-        loop = Loop(cfg, args.dir)
+        loop = Orchestrator(cfg, args.dir, LocalPlacement())
         setup_logging(os.path.join(args.dir, "logs", "loop.log"))
         loop.open()
     except (ConfigError, ValueError, OSError) as e:
@@ -422,14 +281,10 @@ def main(argv=None) -> int:
     except LockedError as e:
         log.error("%s", e)
         return 2
-    try:
-        summary = loop.run()
-    except LoopError as e:
-        log.error("%s", e)
-        return 1
+    summary = loop.run()
     print(json.dumps(summary), flush=True)
     forget_handled_interrupt()
-    return 0
+    return 1 if "error" in summary else 0
 
 
 if __name__ == "__main__":

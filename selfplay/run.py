@@ -120,7 +120,6 @@ def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
     from nets.server import ServerConfig, request_shutdown, start_server
-    from nets.shards import shard_totals
     from selfplay.worker import SERVER_ERROR_EXIT, WorkerSpec, worker_main
 
     ctx = mp.get_context("spawn")
@@ -193,7 +192,8 @@ def run(cfg: RunConfig) -> dict:
     quick_failures = {w: 0 for w in range(workers)}
 
     def totals():
-        keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum")
+        keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
+                "written_samples")
         return {k: sum(st.get(k, 0) for st in inc_stats.values()) for k in keys}
 
     def server_counts():
@@ -301,11 +301,8 @@ def run(cfg: RunConfig) -> dict:
     except OSError as e:  # the directory went away under the run
         all_shards = []
         failure = failure or f"--out {cfg.out!r} is gone: {e.strerror}"
-    try:
-        written = shard_totals(all_shards)
-    except (OSError, KeyError) as e:
-        written = (0, 0)
-        failure = failure or f"a shard of this run cannot be read back: {e}"
+    written = (tot["written_games"], tot["written_samples"])  # as the workers wrote them (a node's
+    # spool may have handed some shards on already)
     summary = {
         # what the shards hold (games played but lost with a failed write are not counted)
         "games": written[0], "samples": written[1], "games_played": tot["games"], "moves": tot["moves"],

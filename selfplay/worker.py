@@ -284,14 +284,16 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
     k = first_size_index(spec.index, spec.workers, len(sizes), spec.node_tag)
     last_report = time.monotonic()
     totals = Stats()
+    engine = None
 
     def report(force=False):
         nonlocal last_report
         now = time.monotonic()
         if force or now - last_report > 1.0:
-            s = engine.stats
+            s = engine.stats if engine is not None else Stats()
             stats_queue.put(("stats", spec.index, spec.restart,
-                             {k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__}))
+                             {**{k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__},
+                              "written_games": writer.written_games, "written_samples": writer.written_samples}))
             last_report = now
 
     try:
@@ -308,11 +310,14 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
             engine.stats = Stats()
             report(force=True)
         writer.flush()
+        report(force=True)
     except ServerError as e:
         writer.flush()
+        report(force=True)
         stats_queue.put(("error", spec.index, spec.restart, str(e)))
         raise SystemExit(SERVER_ERROR_EXIT) from None
     except Exception as e:  # e.g. a shard that could not be written: the parent's summary says so
+        report(force=True)  # what this incarnation did write
         stats_queue.put(("failed", spec.index, spec.restart, f"{type(e).__name__}: {e}"))
         raise
     finally:

@@ -172,9 +172,9 @@ def test_cpu_seconds_of_a_busy_process_grow_and_a_gone_process_has_none():
 
 
 def test_loop_cpu_split_attributes_cores_to_their_roles(tmp_path):
-    from selfplay.loop import Loop, LoopConfig
+    from selfplay.loop import LocalPlacement
 
-    loop = Loop(LoopConfig(), str(tmp_path))
+    loop = LocalPlacement()
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:

@@ -53,7 +53,7 @@ def test_store_is_idempotent_checksummed_and_atomic(tmp_path):
     for bad in ("../x.h5", "x/y.h5", ".hidden.tmp", ""):
         with pytest.raises(TransferError):
             store_blob(str(tmp_path), Blob(bad, sha256_bytes(b""), b""))
-    (tmp_path / ".a_00001.h5.123.tmp").write_bytes(b"half")  # a receiver killed mid-write
+    (tmp_path / "a_00001.h5.k3x9q.tmp").write_bytes(b"half")  # a receiver killed mid-write
     assert list_shards([tmp_path]) == [str(tmp_path / "a_00000.h5")]
     assert remove_temporaries(str(tmp_path)) == 1
     assert sorted(os.listdir(tmp_path)) == ["a_00000.h5"]
@@ -322,3 +322,24 @@ def test_c4fast_and_nets_never_import_ray():
     code = ("import sys, c4fast, nets.train, nets.server, selfplay.run, selfplay.loop\n"
             "assert 'ray' not in sys.modules, 'ray imported'\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=run_env(), check=True, timeout=120)
+
+
+def test_every_loop_knob_is_a_cluster_flag_and_reaches_the_children(tmp_path):
+    """One config path: the cluster command takes the local loop's flags (preset knobs such
+    as --train.lr included), and its children get the configs the local loop would give them."""
+    from c4fast.cli import config_from_args
+    from selfplay.cluster.driver import ClusterConfig, RayPlacement, _child_flags, build_parser
+    from selfplay.loop import PRESETS, LocalPlacement, LoopConfig
+    from selfplay.orchestrator import Orchestrator
+
+    args = build_parser().parse_args(["--preset", "dummy", "--train.lr", "0.05", "--eval.pairs", "3",
+                                      "--selfplay.c-puct", "1.7", "--max-inflight", "2"])
+    cfg = config_from_args(LoopConfig, args, PRESETS["dummy"])
+    assert cfg.train.train.lr == 0.05 and cfg.eval.pairs == 3 and cfg.selfplay.search.c_puct == 1.7
+    ray_run = Orchestrator(cfg, str(tmp_path / "c"), RayPlacement(ClusterConfig(max_inflight=2)))
+    sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(ClusterConfig(), ray_run, 60)
+    sp, tr = json.loads(sp_flags[1]), json.loads(tr_flags[1])
+    local_sp, local_tr = Orchestrator(cfg, str(tmp_path / "c"), LocalPlacement()).child_configs(60)
+    assert tr["train"]["lr"] == 0.05 == local_tr.train.lr and sp["search"]["c_puct"] == 1.7
+    assert sp["preset"] == local_sp.preset == "tiny" and sp["seed"] == local_sp.seed
+    assert (node_gpus, trainer_gpus) == (0, 0) and sp["status_file"] is None

@@ -21,6 +21,8 @@ import time
 
 import ray
 
+from c4fast.runtime import atomic_write_json
+
 from selfplay.cluster import guard
 from selfplay.cluster.transfer import Blob, Spool, install_model, latest_model, read_blob, \
     remove_temporaries, sha256_file, store_blob
@@ -86,10 +88,7 @@ class _Supervisor:
         return st
 
     def _save_state(self) -> None:
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.state, f)
-        os.replace(tmp, self.state_path)
+        atomic_write_json(self.state_path, self.state)
 
     def _start(self, cmd_of) -> None:
         """Start `cmd_of(incarnation)` under a guard watching this actor."""

@@ -47,12 +47,12 @@ import logging
 import os
 import re
 import sys
-import threading
 import time
 import uuid
 
-from c4fast.runtime import atomic_write_json, check_interrupt, raise_on_interrupt
-from nets.shards import count_samples, list_shards
+from c4fast.runtime import raise_on_interrupt
+from nets.shards import list_shards
+from selfplay.orchestrator import Orchestrator, OrchestratorError
 
 log = logging.getLogger("c4fast.cluster")
 
@@ -76,11 +76,6 @@ class ClusterConfig:
                                  "start a throw-away cluster on this machine (default local)")
     selfplay_nodes: int = _opt(0, "self-play nodes: how many to start with --address local (0: 2); on a "
                                   "cluster, wait for this many c4fast_node_TAG nodes (0: use all there are)")
-    preset: str = _opt("cpu", "selfplay.loop preset for nets, search and trainer (cpu, gpu, dummy)")
-    dir: str = _opt("runs/cluster", "run directory on the head node; nodes use DIR/nodes/TAG (default runs/cluster)")
-    minutes: float = _opt(60.0, "total run time in minutes over all resumed runs (default 60)")
-    seed: int = _opt(0, "seed of the trainer and of self-play (nodes and runs get distinct streams)")
-    sizes: str = _opt("saiblo", "board sizes: 'saiblo' or a list like 6x7,9x9")
     shared_fs: bool = _opt(False, "DIR is a filesystem every node mounts at the same path: nodes write "
                                   "shards straight into DIR/data/TAG (no uploads)")
     gpus_per_node: int = _opt(-1, "GPUs of each self-play node (-1: the preset's)")
@@ -89,17 +84,8 @@ class ClusterConfig:
     max_restarts: int = _opt(5, "restarts of each actor (Ray) and of each actor's command (default 5)")
     grace: float = _opt(180.0, "seconds a stopping command gets to write its data before SIGKILL (180)")
     object_store_mb: int = _opt(100, "--address local: object store of each raylet in MiB (100)")
-    status_every: float = _opt(30.0, "seconds between status lines on stderr (30)")
 
     def __post_init__(self):
-        from selfplay.loop import PRESETS
-        from c4fast.game import parse_sizes
-
-        if self.preset not in PRESETS:
-            raise ValueError(f"--preset {self.preset!r}: choose from {', '.join(sorted(PRESETS))}")
-        parse_sizes(self.sizes)
-        if not self.minutes > 0:
-            raise ValueError("--minutes must be > 0")
         for name in ("selfplay_nodes", "max_restarts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
@@ -108,28 +94,26 @@ class ClusterConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= -1")
         if self.max_inflight < 1 or self.object_store_mb < 75:
             raise ValueError("--max-inflight must be >= 1 and --object-store-mb >= 75")
-        if not (self.grace > 0 and self.status_every > 0):
-            raise ValueError("--grace and --status-every must be > 0")
+        if not self.grace > 0:
+            raise ValueError("--grace must be > 0")
 
 
 class ClusterError(RuntimeError):
     """The cluster cannot go on (an actor is gone for good, a command keeps failing)."""
 
 
-def _child_flags(cfg: ClusterConfig) -> tuple[list, list, int, int]:
-    """(selfplay.run flags, nets.train flags, GPUs per self-play node, trainer GPUs) of the
-    preset: each child gets its complete config as inline JSON (``--config {...}``); the
-    actors add only the node-local paths, the time limit and the node identity."""
+def _child_flags(cfg: ClusterConfig, run: Orchestrator, remaining_s: float) -> tuple[list, list, int, int]:
+    """(selfplay.run flags, nets.train flags, GPUs per self-play node, trainer GPUs): the
+    run's child configs (:meth:`Orchestrator.child_configs`, the local loop's too) as inline
+    JSON (``--config {...}``) with this placement's devices; the actors add only the
+    node-local paths, the time limit and the node identity."""
     from c4fast.cli import config_to_dict
-    from selfplay.loop import PRESETS
 
-    c = PRESETS[cfg.preset]
-    node_gpus = c.selfplay.gpus if cfg.gpus_per_node < 0 else cfg.gpus_per_node
-    trainer_gpus = (1 if c.selfplay.gpus else 0) if cfg.trainer_gpus < 0 else cfg.trainer_gpus
-    sp = dataclasses.replace(c.selfplay, preset=c.net, seed=cfg.seed, sizes=cfg.sizes, gpus=node_gpus,
-                             status_every=30.0)
-    tr = dataclasses.replace(c.train, train=dataclasses.replace(c.train.train, preset=c.net, seed=cfg.seed,
-                                                                device="cuda" if trainer_gpus else "cpu"))
+    sp, tr = run.child_configs(remaining_s)
+    node_gpus = sp.gpus if cfg.gpus_per_node < 0 else cfg.gpus_per_node
+    trainer_gpus = (1 if sp.gpus else 0) if cfg.trainer_gpus < 0 else cfg.trainer_gpus
+    sp = dataclasses.replace(sp, gpus=node_gpus, status_file=None)  # a node's files are its own
+    tr = dataclasses.replace(tr, train=dataclasses.replace(tr.train, device="cuda" if trainer_gpus else "cpu"))
     return (["--config", json.dumps(config_to_dict(sp))], ["--config", json.dumps(config_to_dict(tr))],
             node_gpus, trainer_gpus)
 
@@ -191,22 +175,19 @@ def discover_nodes(cfg: ClusterConfig, timeout: float = 120.0) -> list[str]:
         time.sleep(1.0)
 
 
-class ClusterRun:
-    """One invocation of the command (see the module docstring)."""
+class RayPlacement:
+    """The loop's processes on a Ray cluster (see the module docstring): a trainer actor on
+    the head node, one self-play actor per tagged node, shards and checkpoints moved
+    between them by this process."""
+
+    state_file = "cluster.json"
+    lock_name = "selfplay.cluster"
 
     def __init__(self, cfg: ClusterConfig):
-        from selfplay.loop import PRESETS
-
         self.cfg = cfg
-        self.preset = PRESETS[cfg.preset]
-        self.dir = os.path.abspath(cfg.dir)
-        self.data = os.path.join(self.dir, "data")
-        self.models = os.path.join(self.dir, "train", "models")
-        self.arena = os.path.join(self.dir, "arena", "games.jsonl")
-        self.state_path = os.path.join(self.dir, "cluster.json")
-        for d in (self.data, self.models, os.path.dirname(self.arena)):
-            os.makedirs(d, exist_ok=True)
-        self.state = self._load_state()
+        self.run: Orchestrator | None = None
+        self.dir = self.data = self.models = None  # the run's, from start()
+        self.session = contextlib.ExitStack()
         self.trainer = None
         self.nodes: dict = {}  # tag -> SelfPlayActor handle
         self.inflight: dict = {}  # put ref -> (tag, name)
@@ -229,37 +210,57 @@ class ClusterRun:
         self.statuses: dict = {}
         self.last_ok: dict = {}
         self.last_health = 0.0
-        self.eval_thread: threading.Thread | None = None
-        self.t_start: float | None = None  # monotonic start of this run's clock (None: stopped)
+        self._rate: tuple[float, int] | None = None  # (monotonic time, samples) of the last status
 
-    # ------------------------------------------------------------ state
-    def _load_state(self) -> dict:
-        if os.path.exists(self.state_path):
-            with open(self.state_path) as f:
-                st = json.load(f)
-            if st.get("preset") != self.cfg.preset:
-                raise ValueError(f"{self.dir!r} holds a {st.get('preset')!r} run, not {self.cfg.preset!r}")
-            return st
-        return {"preset": self.cfg.preset, "config": dataclasses.asdict(self.cfg), "elapsed": 0.0,
-                "evaluated": [], "runs": 0}
+    # ------------------------------------------------------------ the Placement protocol
+    def start(self, run: Orchestrator, remaining_s: float) -> None:
+        self.run = run
+        self.dir, self.data, self.models = run.dir, run.data, run.models
+        run_id = f"{run.state['runs']}-{uuid.uuid4().hex[:8]}"
+        marker = self.dir
+        self.session.enter_context(ray_session(self.cfg, marker))
+        self._start_actors(run, remaining_s, time.time() + remaining_s, run_id, marker)
 
-    def _save_state(self) -> None:
-        """Write cluster.json atomically: the settings, the run time so far (this run's
-        clock included, so a resume after kill -9 keeps the budget) and the evaluated
-        checkpoints. Called at start, every status interval and at the end."""
-        snapshot = dict(self.state, elapsed=self.state["elapsed"] + self._run_time(),
-                        evaluated=list(self.state["evaluated"]))  # the evaluation thread appends
-        atomic_write_json(self.state_path, snapshot)
+    def poll(self) -> None:
+        try:
+            self._pump()
+            self._sync_models()
+            self._health()
+        except ClusterError as e:
+            raise OrchestratorError(str(e)) from None
+
+    def stop(self) -> None:
+        try:
+            self._stop_all()
+        finally:
+            self.session.close()
+
+    def progress(self) -> dict:
+        samples = self.run.samples() if self.run else 0
+        now, rate = time.monotonic(), None
+        if self._rate is not None and now > self._rate[0]:
+            rate = (samples - self._rate[1]) / (now - self._rate[0])
+        self._rate = (now, samples)
+        tr = self.statuses.get("trainer", {})
+        step = next((s.get("steps") or s.get("step") for s in reversed(tr.get("summaries", [])) if s), 0)
+        train_status = _read_json(os.path.join(self.run.logs, "train_status.json")) if self.run else {}
+        parts = [f"{t}: spool {self.spooled.get(t, '?')} model {self.node_model.get(t) or '-'}" for t in self.nodes]
+        note = (f"shards stored {self.uploads['stored']} ({self.uploads['duplicates']} duplicates skipped); "
+                f"trainer {self.latest[0] if self.latest else '-'}; " + "; ".join(parts))
+        return {"samples": samples, "samples_per_s": rate or 0.0,
+                "train_step": train_status.get("step", step or 0),
+                "train_samples_per_s": train_status.get("samples_per_s", 0), "note": note}
 
     # ------------------------------------------------------------ actors
-    def _start_actors(self, deadline: float, run_id: str, marker: str) -> None:
+    def _start_actors(self, run: Orchestrator, remaining_s: float, deadline: float, run_id: str,
+                      marker: str) -> None:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from selfplay.cluster.actors import SelfPlayActor, TrainerActor
 
         cfg = self.cfg
-        sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(cfg)
+        sp_flags, tr_flags, node_gpus, trainer_gpus = _child_flags(cfg, run, remaining_s)
         tags = discover_nodes(cfg)
         head = ray.get_runtime_context().get_node_id()
         gpus = {n["NodeID"]: n["Resources"].get("GPU", 0) for n in ray.nodes() if n.get("Alive")}
@@ -432,88 +433,6 @@ class ClusterRun:
         if now["process_restarts"] > before["process_restarts"]:
             log.warning("%s: its command was restarted (%d restart(s) so far)", tag, now["process_restarts"])
 
-    # ------------------------------------------------------------ evaluation (as selfplay.loop)
-    def evaluate_new(self) -> None:
-        """Arena games of the newest checkpoint against the preset's anchors; Elo fit."""
-        from nets.checkpoint import latest_checkpoint
-        from c4fast.game import parse_sizes
-        from selfplay.evaluation import rate_checkpoint
-
-        path = latest_checkpoint(self.models)
-        if path is None or path in self.state["evaluated"]:
-            return
-        rate_checkpoint(path, self.preset.eval, parse_sizes(self.cfg.sizes),
-                        self.preset.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
-                        count_samples([self.data])[1], self.state["elapsed"] + self._run_time())
-        self.state["evaluated"].append(path)
-
-    def _evaluate_safely(self) -> None:
-        try:
-            self.evaluate_new()
-        except Exception as e:  # noqa: BLE001 - evaluation must not stop training
-            log.warning("evaluation failed: %s: %s", type(e).__name__, e)
-
-    def _maybe_evaluate(self, next_eval: float) -> float:
-        if time.monotonic() < next_eval or (self.eval_thread and self.eval_thread.is_alive()):
-            return next_eval
-        self.eval_thread = threading.Thread(target=self._evaluate_safely, name="c4fast-eval", daemon=True)
-        self.eval_thread.start()
-        return time.monotonic() + self.preset.eval.every_min * 60
-
-    # ------------------------------------------------------------ main
-    def _run_time(self) -> float:
-        return 0.0 if self.t_start is None else time.monotonic() - self.t_start
-
-    def run(self) -> dict:
-        budget = self.cfg.minutes * 60 - self.state["elapsed"]
-        if budget <= 0:
-            log.info("run time of %s min already used: nothing to do", self.cfg.minutes)
-            return self.summary()
-        self.state["runs"] += 1
-        run_id = f"{self.state['runs']}-{uuid.uuid4().hex[:8]}"
-        marker = self.dir
-        interrupted = False
-        failure = None
-        with ray_session(self.cfg, marker):
-            try:
-                self.t_start = time.monotonic()
-                self._save_state()
-                self._start_actors(time.time() + budget, run_id, marker)
-                next_eval = time.monotonic() + self.preset.eval.every_min * 60
-                next_status = time.monotonic() + self.cfg.status_every
-                while self._run_time() < budget:
-                    check_interrupt()
-                    self._pump()
-                    self._sync_models()
-                    self._health()
-                    next_eval = self._maybe_evaluate(next_eval)
-                    if time.monotonic() >= next_status:
-                        self._log_status()
-                        self._save_state()
-                        next_status = time.monotonic() + self.cfg.status_every
-                    time.sleep(0.1)
-            except KeyboardInterrupt:
-                interrupted = True
-                log.warning("interrupted: stopping self-play and the trainer (the same command resumes)")
-            except ClusterError as e:
-                failure = str(e)
-                log.error("%s", e)
-            finally:
-                run_time = self._run_time()
-                self.t_start = None
-                self.state["elapsed"] += run_time
-                self._save_state()
-                self._stop_all()
-        if self.eval_thread is not None:
-            self.eval_thread.join()
-        if not interrupted and failure is None:
-            self._evaluate_safely()
-        self._save_state()
-        out = self.summary()
-        if failure:
-            out["error"] = failure
-        return out
-
     def _stop_all(self) -> None:
         """Stop self-play (finished games reach the spools), upload what is spooled, stop the
         trainer (it saves its state), then end the actors. Bounded by the grace period."""
@@ -544,22 +463,13 @@ class ClusterRun:
         for a in [self.trainer, *self.nodes.values()]:
             ray.kill(a, no_restart=True)
 
-    def _log_status(self) -> None:
-        parts = [f"{t}: spool {self.spooled.get(t, '?')} model {self.node_model.get(t) or '-'}" for t in self.nodes]
-        log.info("%.0f s: %d shards stored (%d duplicates skipped); trainer %s; %s", self._run_time(),
-                 self.uploads["stored"], self.uploads["duplicates"], self.latest[0] if self.latest else "-",
-                 "; ".join(parts))
-
     def summary(self) -> dict:
-        from nets.checkpoint import checkpoint_step, latest_checkpoint
-
-        shards, samples = count_samples([self.data])
+        shards = list_shards([self.run.data]) if self.run else []
         per_node: dict = {}
-        for p in list_shards([self.data]):
+        for p in shards:
             m = SHARD_NODE_RE.search(os.path.basename(p))
             tag = m.group(1) if m else "?"
             per_node[tag] = per_node.get(tag, 0) + 1
-        latest = latest_checkpoint(self.models)
         sp = [s for t, s in self.statuses.items() if t != "trainer"]
         tr = self.statuses.get("trainer", {})
         restarts = {
@@ -569,13 +479,9 @@ class ClusterRun:
             "trainer_actor": tr.get("actor_restarts", 0),
             "trainer_processes": tr.get("process_restarts", 0),
         }
-        return {"dir": self.dir, "preset": self.cfg.preset, "address": self.cfg.address,
-                "nodes": sorted(self.nodes), "elapsed_s": round(self.state["elapsed"], 1),
-                "shards": shards, "samples": samples, "shards_per_node": per_node,
-                "steps": checkpoint_step(latest) if latest else 0, "latest_checkpoint": latest,
-                "restarts": restarts, "uploads": dict(self.uploads),
-                "left_in_spools": {t: n for t, n in self.spooled.items() if n},
-                "evaluated": len(self.state["evaluated"])}
+        return {"address": self.cfg.address, "nodes": sorted(self.nodes), "shards": len(shards),
+                "shards_per_node": per_node, "restarts": restarts, "uploads": dict(self.uploads),
+                "left_in_spools": {t: n for t, n in self.spooled.items() if n}}
 
 
 def _ready(refs: dict) -> list:
@@ -600,36 +506,67 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[-1] if text else ''}"[:300]
 
 
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per ClusterConfig field (its metadata holds the help)."""
+    """``--preset``/``--dir``, every :class:`selfplay.loop.LoopConfig` knob (``--train.lr``,
+    ``--eval.pairs``, ...: the local loop's flags) and one flag per ClusterConfig field."""
+    from c4fast.cli import add_config_arguments
+    from selfplay.loop import LOOP_MANAGED, PRESETS, LoopConfig
+
     ap = argparse.ArgumentParser(prog="python -m selfplay.cluster", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                    help="loop preset for a new run (default cpu; a resumed run keeps its own)")
+    ap.add_argument("--dir", default="runs/cluster", help="run directory on the head node; nodes use "
+                                                          "DIR/nodes/TAG (default runs/cluster)")
+    group = ap.add_argument_group("cluster placement")
     for f in dataclasses.fields(ClusterConfig):
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, bool):
-            ap.add_argument(flag, action="store_true", help=f.metadata["help"])
+            group.add_argument(flag, action="store_true", help=f.metadata["help"])
         else:
-            ap.add_argument(flag, type=type(f.default), default=f.default, help=f.metadata["help"])
+            group.add_argument(flag, type=type(f.default), default=f.default, help=f.metadata["help"])
+    add_config_arguments(ap, LoopConfig, base=PRESETS["cpu"], skip=LOOP_MANAGED)
     return ap
 
 
 def main(argv=None) -> int:
+    from c4fast.cli import ConfigError, config_from_args
+    from c4fast.runtime import LockedError
+    from selfplay.loop import PRESETS, LoopConfig
+    from selfplay.orchestrator import stored_config
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[cluster %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     raise_on_interrupt()
     try:
-        cfg = ClusterConfig(**vars(args))
-        run = ClusterRun(cfg)
-    except ValueError as e:
+        ccfg = ClusterConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ClusterConfig)})
+        if os.path.isfile(args.dir):
+            raise ConfigError(f"--dir {args.dir!r} is a file")
+        stored = stored_config(LoopConfig, args.dir, RayPlacement.state_file)
+        if stored is not None and args.preset is not None and args.preset != stored.preset:
+            raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
+        cfg = config_from_args(LoopConfig, args, stored if stored is not None else PRESETS[args.preset or "cpu"])
+        run = Orchestrator(cfg, args.dir, RayPlacement(ccfg))
+        run.open()
+        run.state["cluster"] = dataclasses.asdict(ccfg)
+    except (ConfigError, ValueError, OSError, LockedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:
-        summary = run.run()
-    except ClusterError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    summary = run.run()
     print(json.dumps(summary), flush=True)
     if "error" in summary:
         print(f"error: {summary['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from c4fast.runtime import atomic_write_json
+
 POLL_S = 0.25  # seconds between checks of the command and the watched process
 
 
@@ -83,10 +85,7 @@ def read_pidfile(path: str) -> dict | None:
 
 
 def _write_pidfile(path: str, info: dict) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(info, f)
-    os.replace(tmp, path)
+    atomic_write_json(path, info)
 
 
 def stop_guard(pidfile: str, grace: float, wait: bool = True) -> None:

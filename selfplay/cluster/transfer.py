@@ -20,6 +20,8 @@ import hashlib
 import os
 import re
 
+from c4fast.runtime import atomic_write_bytes, fsync_dir, remove_stale_temps
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")  # a plain file name, no path
 MODEL_RE = re.compile(r"^model_(\d{8,})\.pt$")
 
@@ -54,14 +56,6 @@ def _check_name(name: str) -> None:
         raise TransferError(f"bad file name {name!r}")
 
 
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def read_blob(directory: str, name: str) -> Blob:
     """The file `directory/name` as a Blob (sha256 computed from the bytes read)."""
     _check_name(name)
@@ -86,27 +80,14 @@ def store_blob(directory: str, blob: Blob) -> bool:
         if have == blob.sha256:
             return False
         raise TransferError(f"{final} exists with sha256 {have[:12]}, refusing {blob.sha256[:12]}")
-    tmp = os.path.join(directory, f".{blob.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(blob.data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    fsync_dir(directory)
+    atomic_write_bytes(final, blob.data)
     return True
 
 
 def remove_temporaries(directory: str) -> int:
-    """Delete ``.*.tmp`` files left by a receiver killed mid-write; returns how many."""
-    n = 0
-    for name in os.listdir(directory) if os.path.isdir(directory) else ():
-        if name.startswith(".") and name.endswith(".tmp"):
-            try:
-                os.remove(os.path.join(directory, name))
-                n += 1
-            except FileNotFoundError:
-                pass
-    return n
+    """Delete the temp files a receiver killed mid-write left (c4fast.runtime.atomic_write's
+    ``NAME.XXXX.tmp``); returns how many."""
+    return len(remove_stale_temps(directory))
 
 
 class Spool:
