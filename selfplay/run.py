@@ -116,11 +116,174 @@ def default_workers(gpus: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) - gpus)
 
 
+class WorkerSupervisor:
+    """The worker processes of one run: starts them, restarts one that dies (after a
+    back-off that grows while it keeps dying within a minute; at most `max_restarts` times
+    per worker; never once a worker lost the inference server, since a restart cannot
+    help), and keeps each incarnation's running totals and errors from their messages.
+
+    Incarnations: a worker's restart number is part of its :class:`WorkerSpec`, so its
+    seeds, game ids and shard names differ from every earlier incarnation's."""
+
+    def __init__(self, ctx, specs: list, handles_of, stop, stats_q, max_restarts: int):
+        from selfplay.worker import worker_main
+
+        self._target = worker_main
+        self.ctx, self.specs, self.handles_of, self.stop = ctx, list(specs), handles_of, stop
+        self.stats_q, self.max_restarts = stats_q, max_restarts
+        self.procs: list = []
+        self.started_at: dict[int, float] = {}
+        self.restart_at: dict[int, float] = {}  # worker -> when its back-off ends
+        self.quick_failures = {w: 0 for w in range(len(specs))}
+        self.inc_stats: dict[tuple[int, int], dict] = {}  # (worker, restart) -> that incarnation's totals
+        self.errors: list[str] = []  # a worker lost the inference server (fatal)
+        self.failed: list[str] = []  # incarnations that failed, e.g. could not write (restarted)
+        self.restarts = 0
+
+    def _spawn(self, w: int):
+        p = self.ctx.Process(target=self._target, args=(self.specs[w], self.handles_of(w), self.stop, self.stats_q),
+                             name=f"c4fast-worker-{w}", daemon=False)
+        p.start()
+        self.started_at[w] = time.monotonic()
+        return p
+
+    def start(self) -> None:
+        self.procs = [self._spawn(w) for w in range(len(self.specs))]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def alive(self) -> bool:
+        return any(p.is_alive() for p in self.procs)
+
+    # -------------------------------------------------------------- messages
+    def handle(self, msg) -> None:
+        """A worker's message: its running totals, a lost server, or a failed incarnation."""
+        kind, w, incarnation, payload = msg
+        if kind == "stats":
+            self.inc_stats[(w, incarnation)] = payload
+        elif kind == "error":
+            self.errors.append(f"worker {w}: {payload}")
+        elif kind == "failed":
+            self.failed.append(f"worker {w} (restart {incarnation}) failed: {payload}")
+            log.error("%s", self.failed[-1])
+
+    def receive(self, timeout: float) -> None:
+        """Handle the next message, waiting up to `timeout` seconds."""
+        try:
+            self.handle(self.stats_q.get(timeout=timeout))
+        except queue.Empty:
+            pass
+
+    def drain(self) -> None:
+        while True:
+            try:
+                self.handle(self.stats_q.get_nowait())
+            except queue.Empty:
+                return
+
+    def totals(self) -> dict:
+        keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
+                "written_samples")
+        return {k: sum(st.get(k, 0) for st in self.inc_stats.values()) for k in keys}
+
+    # -------------------------------------------------------------- supervision
+    def poll(self, now: float) -> str | None:
+        """Restart workers that died (after their back-off); the run's fatal failure, if any."""
+        from selfplay.worker import SERVER_ERROR_EXIT
+
+        for w, p in enumerate(self.procs):
+            if p.is_alive() or p.exitcode == 0 or self.stop.is_set():
+                continue
+            if w not in self.restart_at:  # just died: decide on a restart with back-off
+                spec = self.specs[w]
+                self.quick_failures[w] = self.quick_failures[w] + 1 if now - self.started_at[w] < 60 else 0
+                if p.exitcode == SERVER_ERROR_EXIT:
+                    return (f"worker {w} (pid {p.pid}) lost the inference server"
+                            + (f": {self.errors[-1]}" if self.errors else f" (exit code {p.exitcode})"))
+                if spec.restart >= self.max_restarts:
+                    return (f"worker {w} died {spec.restart + 1} times (last exit code {p.exitcode}); "
+                            f"giving up (--max-restarts {self.max_restarts})")
+                q = self.quick_failures[w]
+                delay = min(30.0, 0.5 * 2 ** q) if q else 0.0
+                self.restart_at[w] = now + delay
+                log.warning("worker %d (pid %s, incarnation %d) died with code %s; its finished shards "
+                            "are kept; restarting it in %.1f s", w, p.pid, spec.restart, p.exitcode, delay)
+            if now >= self.restart_at[w]:
+                del self.restart_at[w]
+                self.restarts += 1
+                self.specs[w] = dataclasses.replace(self.specs[w], restart=self.specs[w].restart + 1)
+                self.procs[w] = self._spawn(w)
+        return None
+
+    def join(self, timeout: float) -> None:
+        """Wait for every worker (they write their finished games), then kill stragglers."""
+        for p in self.procs:
+            p.join(timeout)
+            if p.is_alive():
+                p.kill()
+
+    def error(self, failure: str | None) -> str | None:
+        """The run's error for its summary: `failure`, else a lost server, else the last
+        failed incarnation (the run went on, but data may be missing)."""
+        if not (failure or self.errors or self.failed):
+            return None
+        out = failure or (self.errors[0] if self.errors else self.failed[-1])
+        if failure and self.failed and self.failed[-1] not in failure:
+            out += f"; last worker error: {self.failed[-1]}"
+        return out
+
+
+class _Servers:
+    """The inference server processes and their shared queues (counters in the global header)."""
+
+    def __init__(self, queues: list, procs: list):
+        self.queues, self.procs = queues, procs
+
+    def counts(self) -> list[int]:
+        """(forward batches, positions, FLOPs, forward ns) summed over the servers."""
+        from nets import shm_queue as q
+
+        c = [0, 0, 0, 0]
+        for sq in self.queues:
+            hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
+            for i, k in enumerate((q.G_BATCHES, q.G_POSITIONS, q.G_FLOPS, q.G_BUSY_NS)):
+                c[i] += int(hdr[k])
+        return c
+
+    def version(self) -> int:
+        from nets import shm_queue as q
+
+        return int(np.ndarray(q.GLOBAL_WORDS, np.int64, self.queues[0].shm.buf, 0)[q.G_MODEL_VERSION])
+
+    def dead(self) -> str | None:
+        for s, p in enumerate(self.procs):
+            if not p.is_alive():
+                return f"inference server {s} (pid {p.pid}) exited with code {p.exitcode}"
+        return None
+
+    def shutdown(self) -> None:
+        from nets.server import request_shutdown
+
+        for sq in self.queues:
+            try:
+                request_shutdown(sq.handles)
+            except Exception:  # noqa: BLE001
+                pass
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+        for sq in self.queues:
+            sq.close()
+
+
 def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
-    from nets.server import ServerConfig, request_shutdown, start_server
-    from selfplay.worker import SERVER_ERROR_EXIT, WorkerSpec, worker_main
+    from nets.server import ServerConfig, start_server
+    from selfplay.worker import WorkerSpec
 
     ctx = mp.get_context("spawn")
     start_resource_tracker()
@@ -135,7 +298,7 @@ def run(cfg: RunConfig) -> dict:
     games = cfg.games_per_worker or (32 if cfg.gpus == 0 else 256)
     max_batch = games * cfg.search.leaves_per_step
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
-    queues, servers = [], []
+    queues, server_procs = [], []
     for s in range(n_servers):
         sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, NUM_PLANES)
         device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
@@ -145,168 +308,77 @@ def run(cfg: RunConfig) -> dict:
                                   reload_interval=cfg.reload_interval, forward=cfg.forward,
                                   sizes=cfg.size_list if cfg.gpus > 0 else ())
         queues.append(sq)
-        servers.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
+        server_procs.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
+    servers = _Servers(queues, server_procs)
     stop = ctx.Event()
-    stats_q = ctx.Queue()
     prefix = time.strftime("sp_%Y%m%d_%H%M%S")
     config_json = json.dumps(config_to_dict(cfg))
-    specs = []
-    for w in range(workers):
-        s = w % n_servers
-        specs.append(WorkerSpec(index=w, slot=per_server[s].index(w), out_dir=cfg.out,
-                                sizes=cfg.size_list, games_per_worker=games, search=cfg.search,
-                                policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
-                                samples_per_shard=cfg.samples_per_shard, config_json=config_json,
-                                node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
-                                shard_seconds=cfg.shard_seconds, workers=workers))
-
-    def spawn(w):
-        p = ctx.Process(target=worker_main, args=(specs[w], queues[w % n_servers].handles, stop, stats_q),
-                        name=f"c4fast-worker-{w}", daemon=False)
-        p.start()
-        started_at[w] = time.monotonic()
-        return p
-
-    started_at: dict[int, float] = {}
-    procs = [spawn(w) for w in range(workers)]
-    inc_stats: dict[tuple[int, int], dict] = {}  # (worker, restart) -> that incarnation's totals
-    errors: list[str] = []
-    failed: list[str] = []  # the errors of worker incarnations that failed (e.g. could not write)
-    restart_at: dict[int, float] = {}  # worker -> when its back-off ends
-
-    def handle(msg) -> None:
-        """A worker's message: its running totals, or an error."""
-        kind, w, incarnation, payload = msg
-        if kind == "stats":
-            inc_stats[(w, incarnation)] = payload
-        elif kind == "error":  # the inference server failed or refused: fatal (see below)
-            errors.append(f"worker {w}: {payload}")
-        elif kind == "failed":  # an incarnation failed (it is restarted; the run will end with an error)
-            failed.append(f"worker {w} (restart {incarnation}) failed: {payload}")
-            log.error("%s", failed[-1])
-
+    specs = [WorkerSpec(index=w, slot=per_server[w % n_servers].index(w), out_dir=cfg.out,
+                        sizes=cfg.size_list, games_per_worker=games, search=cfg.search,
+                        policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
+                        samples_per_shard=cfg.samples_per_shard, config_json=config_json,
+                        node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
+                        shard_seconds=cfg.shard_seconds, workers=workers)
+             for w in range(workers)]
+    sup = WorkerSupervisor(ctx, specs, lambda w: queues[w % n_servers].handles, stop, ctx.Queue(),
+                           cfg.max_restarts)
+    sup.start()
     t0 = time.monotonic()
     next_status = t0 + cfg.status_every
     failure = None
-    restarts = 0
-    quick_failures = {w: 0 for w in range(workers)}
-
-    def totals():
-        keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
-                "written_samples")
-        return {k: sum(st.get(k, 0) for st in inc_stats.values()) for k in keys}
-
-    def server_counts():
-        """(forward batches, positions, FLOPs, forward ns) summed over the servers."""
-        c = [0, 0, 0, 0]
-        for sq in queues:
-            hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
-            for i, k in enumerate((q.G_BATCHES, q.G_POSITIONS, q.G_FLOPS, q.G_BUSY_NS)):
-                c[i] += int(hdr[k])
-        return c
-
-    def version():
-        return int(np.ndarray(q.GLOBAL_WORDS, np.int64, queues[0].shm.buf, 0)[q.G_MODEL_VERSION])
-
     try:
         while True:
             check_interrupt()
-            try:
-                handle(stats_q.get(timeout=0.2))
-            except queue.Empty:
-                pass
+            sup.receive(0.2)
             now = time.monotonic()
-            tot = totals()
+            tot = sup.totals()
             if not stop.is_set() and (
                 (cfg.max_games and tot["games"] >= cfg.max_games)
                 or (cfg.max_samples and tot["samples"] >= cfg.max_samples)
                 or (cfg.time and now - t0 >= cfg.time)
             ):
                 stop.set()
-            for s, p in enumerate(servers):
-                if not p.is_alive() and failure is None:
-                    failure = f"inference server {s} (pid {p.pid}) exited with code {p.exitcode}"
+            if failure is None:
+                failure = servers.dead() or sup.poll(now)
+                if failure:
+                    log.error("%s", failure)
                     stop.set()
-            for w, p in enumerate(procs):
-                if p.is_alive() or p.exitcode == 0 or stop.is_set() or failure:
-                    continue
-                if w not in restart_at:  # just died: decide on a restart with back-off
-                    spec = specs[w]
-                    lived = now - started_at[w]
-                    quick_failures[w] = quick_failures[w] + 1 if lived < 60 else 0
-                    if p.exitcode == SERVER_ERROR_EXIT:  # the server failed or refused: restarting can't help
-                        failure = (f"worker {w} (pid {p.pid}) lost the inference server"
-                                   + (f": {errors[-1]}" if errors else f" (exit code {p.exitcode})"))
-                    elif spec.restart >= cfg.max_restarts:
-                        failure = (f"worker {w} died {spec.restart + 1} times (last exit code {p.exitcode}); "
-                                   f"giving up (--max-restarts {cfg.max_restarts})")
-                    if failure:
-                        log.error("%s", failure)
-                        stop.set()
-                        continue
-                    delay = min(30.0, 0.5 * 2 ** quick_failures[w]) if quick_failures[w] else 0.0
-                    restart_at[w] = now + delay
-                    log.warning("worker %d (pid %s, incarnation %d) died with code %s; its finished shards "
-                                "are kept; restarting it in %.1f s", w, p.pid, spec.restart, p.exitcode, delay)
-                if now >= restart_at[w]:
-                    del restart_at[w]
-                    restarts += 1
-                    specs[w] = dataclasses.replace(specs[w], restart=specs[w].restart + 1)
-                    procs[w] = spawn(w)
             if now >= next_status:
-                counts = server_counts()
-                log.info(_fmt_status(now - t0, tot, counts[:2], version()))
+                counts = servers.counts()
+                log.info(_fmt_status(now - t0, tot, counts[:2], servers.version()))
                 if cfg.status_file:
                     el = max(now - t0, 1e-9)
                     atomic_write_json(cfg.status_file, {
                         "seconds": round(el, 1), "games": tot["games"], "samples": tot["samples"],
                         "samples_per_s": round(tot["samples"] / el, 2), "evals_per_s": round(counts[1] / el, 1),
-                        "model_version": version(), "worker_restarts": restarts,
-                        "worker_pids": [p.pid for p in procs], "server_pids": [p.pid for p in servers]})
+                        "model_version": servers.version(), "worker_restarts": sup.restarts,
+                        "worker_pids": sup.pids, "server_pids": [p.pid for p in server_procs]})
                 next_status = now + cfg.status_every
-            if stop.is_set() and all(not p.is_alive() for p in procs):
+            if stop.is_set() and not sup.alive():
                 break
     except KeyboardInterrupt:
         log.info("interrupted: stopping workers (finished games are written)")
     finally:
         ignore_interrupts()  # a second signal must not cut the clean-up short
         stop.set()
-        for p in procs:
-            p.join(120)
-            if p.is_alive():
-                p.kill()
-        while True:
-            try:
-                handle(stats_q.get_nowait())
-            except queue.Empty:
-                break
-        counts = server_counts()
-        for sq in queues:
-            try:
-                request_shutdown(sq.handles)
-            except Exception:  # noqa: BLE001
-                pass
-        for p in servers:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-        for sq in queues:
-            sq.close()
+        sup.join(120)
+        sup.drain()
+        counts = servers.counts()
+        servers.shutdown()
         lock.release()
     elapsed = time.monotonic() - t0
-    tot = totals()
+    tot = sup.totals()
     try:
         all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
                             if f.startswith(prefix) and f"_{node_tag}_i{run_id}_" in f and f.endswith(".h5"))
     except OSError as e:  # the directory went away under the run
         all_shards = []
         failure = failure or f"--out {cfg.out!r} is gone: {e.strerror}"
-    written = (tot["written_games"], tot["written_samples"])  # as the workers wrote them (a node's
-    # spool may have handed some shards on already)
     summary = {
-        # what the shards hold (games played but lost with a failed write are not counted)
-        "games": written[0], "samples": written[1], "games_played": tot["games"], "moves": tot["moves"],
-        "seconds": round(elapsed, 2),
+        # what the workers wrote into shards (games lost with a failed write are not counted;
+        # a node's spool may have handed some shards on already)
+        "games": tot["written_games"], "samples": tot["written_samples"], "games_played": tot["games"],
+        "moves": tot["moves"], "seconds": round(elapsed, 2),
         "samples_per_s": round(tot["samples"] / elapsed, 2),
         "moves_per_s": round(tot["moves"] / elapsed, 2),
         "evals_per_s": round(counts[1] / elapsed, 1),
@@ -322,13 +394,12 @@ def run(cfg: RunConfig) -> dict:
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",
-        "shards": all_shards, "worker_restarts": restarts, "node_tag": node_tag, "incarnation": run_id,
+        "shards": all_shards, "worker_restarts": sup.restarts, "node_tag": node_tag, "incarnation": run_id,
         "config": config_to_dict(cfg),
     }
-    if failure or errors or failed:
-        summary["error"] = failure or (errors[0] if errors else failed[-1])
-        if failure and failed and failed[-1] not in failure:
-            summary["error"] += f"; last worker error: {failed[-1]}"
+    error = sup.error(failure)
+    if error:
+        summary["error"] = error
     return summary
 
 
