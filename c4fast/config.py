@@ -111,7 +111,7 @@ class EndgameConfig:
     field              default   meaning
     ================== ========= ========================================================
     max_empty          20        solve when empty cells <= this (0: never). Measured on
-                                 Pons's balanced 6x7 positions (``python -m c4fast.bench
+                                 Pons's balanced 6x7 positions (``python -m selfplay.bench.rules
                                  endgame``, loaded 2-core machine):
                                  90 % of solves take <= 0.017 s at 16..19 empty cells,
                                  <= 0.09 s at 20..23, <= 0.67 s at 24..27, so at 20 the

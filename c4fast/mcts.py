@@ -734,7 +734,7 @@ def run_search(mcts: BatchedMCTS, evaluator: Evaluator, planes: np.ndarray | Non
     Without `on_step` it runs until every active game's search is done (benchmarks,
     tests). With it, `on_step(leaves of this step)` is called after every step and the
     loop runs while some game is active until it returns True: self-play finishes moves
-    and starts games there (:class:`selfplay.worker.SelfPlayEngine`).
+    and starts games there (:class:`selfplay.generation.worker.SelfPlayEngine`).
     """
     if planes is None:
         planes = mcts.planes_buffer()

@@ -18,7 +18,7 @@ same architecture (hot reload). Kinds:
 
 All but ``ort_int8`` agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.TOLERANCES`
 "fp32"); ``ort_int8`` is held to :data:`INT8_TOLERANCE`, measured on the shipped net (see
-``python -m nets.bench backends``). Threads: torch kinds use the process's
+``python -m selfplay.bench.nets backends``). Threads: torch kinds use the process's
 ``torch.set_num_threads``; ONNX Runtime sessions get ``threads`` intra-op threads.
 """
 

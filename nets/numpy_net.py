@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nets.config import NetConfig, encoding_mismatch, export_shapes
+from nets.config import ENCODING_VERSION, NetConfig, encoding_mismatch, export_shapes
 
 __all__ = ["NUMPY_FORMAT", "NUMPY_FORMAT_VERSION", "NumpyNet", "export_numpy"]
 

@@ -10,7 +10,7 @@ of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1
 
 Every ``--checkpoint-every`` steps it writes, atomically, the training state
 (``OUT/train_state.pt``: weights, optimizer, RNG states, step) and the inference
-checkpoint ``OUT/models/model_XXXXXXXX.pt`` that ``selfplay.run --model OUT/models``
+checkpoint ``OUT/models/model_XXXXXXXX.pt`` that ``selfplay.generation.run --model OUT/models``
 follows. ``--resume`` continues from the training state so that a resumed run and an
 uninterrupted one give identical weights on the CPU (same data).
 

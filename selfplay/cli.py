@@ -14,26 +14,26 @@ import sys
 #: command -> (module with main(argv), one line on what it does); grouped for --help.
 COMMANDS: dict[str, tuple[str, str]] = {
     # training
-    "loop": ("selfplay.loop", "the whole AlphaZero loop on this machine (self-play, trainer, evaluation)"),
+    "loop": ("selfplay.generation.loop", "the whole AlphaZero loop on this machine (self-play, trainer, evaluation)"),
     "cluster": ("selfplay.cluster.driver", "the loop on a Ray cluster (self-play on every node)"),
-    "run": ("selfplay.run", "self-play only: workers and inference servers writing shards"),
+    "run": ("selfplay.generation.run", "self-play only: workers and inference servers writing shards"),
     "train": ("nets.train", "the trainer only (a directory of shards -> checkpoints)"),
     # evaluation
-    "arena": ("selfplay.arena", "paired matches between two players, with an interval"),
-    "elo": ("selfplay.elo", "Elo ratings with 95 % intervals from game records"),
-    "rate": ("selfplay.rate", "rate checkpoints against fixed anchors"),
-    "compare": ("selfplay.compare", "paired difference of two players against one opponent"),
-    "solverbench": ("selfplay.solverbench", "a player's moves against exact 6x7 play (Pons's sets)"),
+    "arena": ("selfplay.evaluation.arena", "paired matches between two players, with an interval"),
+    "elo": ("selfplay.evaluation.elo", "Elo ratings with 95 % intervals from game records"),
+    "rate": ("selfplay.evaluation.rate", "rate checkpoints against fixed anchors"),
+    "compare": ("selfplay.evaluation.compare", "paired difference of two players against one opponent"),
+    "solverbench": ("selfplay.evaluation.solverbench", "a player's moves against exact 6x7 play (Pons's sets)"),
     # applications
-    "play": ("selfplay.play", "play against an engine in the terminal"),
-    "web": ("selfplay.web.__main__", "the browser board with the engine's analysis"),
-    "saiblo": ("selfplay.saiblo", "the Saiblo ladder player (stdin/stdout protocol), --bundle"),
+    "play": ("selfplay.apps.play", "play against an engine in the terminal"),
+    "web": ("selfplay.apps.web.__main__", "the browser board with the engine's analysis"),
+    "saiblo": ("selfplay.apps.saiblo", "the Saiblo ladder player (stdin/stdout protocol), --bundle"),
     # tools
     "bench": ("selfplay.bench", "every benchmark (rules, search, bots, solver, nets, train), JSON lines"),
-    "gpucheck": ("nets.gpucheck", "the GPU acceptance check (CUDA graphs, server, trainer)"),
+    "gpucheck": ("selfplay.bench.gpucheck", "the GPU acceptance check (CUDA graphs, server, trainer)"),
     "solve": ("c4fast.players.solver", "exact 6x7 scores of positions or Pons's files"),
     "perft": ("c4fast.perft", "count move sequences (rules check)"),
-    "soak": ("selfplay.soak", "run the loop and the web board for an hour, watching memory and files"),
+    "soak": ("selfplay.bench.soak", "run the loop and the web board for an hour, watching memory and files"),
 }
 
 

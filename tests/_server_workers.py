@@ -37,8 +37,8 @@ def pid():
 
 
 def server_error_worker(spec, handles, stop_event, stats_queue):
-    """Stands in for selfplay.worker.worker_main when the server refuses every request."""
-    from selfplay.worker import SERVER_ERROR_EXIT
+    """Stands in for selfplay.generation.worker.worker_main when the server refuses every request."""
+    from selfplay.generation.worker import SERVER_ERROR_EXIT
 
     stats_queue.put(("error", spec.index, spec.restart, "inference server rejected the request: boom"))
     raise SystemExit(SERVER_ERROR_EXIT)

@@ -1,5 +1,5 @@
 """CPU inference backends (nets.backends) against the eager fp32 net, the server's use of
-them, the FLOP accounting of the server and of selfplay.run, and the loop's CPU split."""
+them, the FLOP accounting of the server and of selfplay.generation.run, and the loop's CPU split."""
 
 import json
 import os
@@ -19,7 +19,7 @@ from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendUnavailable, CpuBack
                            tolerance_of)
 from nets.checkpoint import load_checkpoint
 from nets.fused import flops_per_eval
-from nets.gpucheck import perturbed_model
+from selfplay.bench.gpucheck import perturbed_model
 from nets.selfcheck import TOLERANCES, compare, random_planes
 from nets.server import ServerConfig
 
@@ -96,7 +96,7 @@ def test_calibration_positions_are_legal_positions_of_unfinished_games():
 def test_without_onnxruntime_the_ort_backend_says_what_to_install():
     code = ("import sys; sys.modules['onnxruntime'] = None\n"
             "from nets.backends import CpuBackend, BackendUnavailable\n"
-            "from nets.gpucheck import perturbed_model\n"
+            "from selfplay.bench.gpucheck import perturbed_model\n"
             "try:\n    CpuBackend(perturbed_model('tiny', 0), 'ort')\n"
             "except BackendUnavailable as e:\n    print('OK', e)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -109,7 +109,7 @@ def test_server_forward_options_are_checked():
         ServerConfig(device="cuda", forward="ort")
     with pytest.raises(ValueError, match="forward must be one of"):
         ServerConfig(forward="tensorrt")
-    from selfplay.config import RunConfig
+    from selfplay.generation.config import RunConfig
 
     with pytest.raises(ValueError, match="--forward"):
         RunConfig(forward="tensorrt")
@@ -131,7 +131,7 @@ def test_direct_forward_is_the_servers_forward():
 
 
 def run_selfplay(out, *extra):
-    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), "--preset", "tiny", "--games-per-worker", "4",
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--out", str(out), "--preset", "tiny", "--games-per-worker", "4",
            "--full-playouts", "16", "--fast-playouts", "8", "--max-games", "4", "--workers", "1", *extra]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -172,7 +172,7 @@ def test_cpu_seconds_of_a_busy_process_grow_and_a_gone_process_has_none():
 
 
 def test_loop_cpu_split_attributes_cores_to_their_roles(tmp_path):
-    from selfplay.loop import LocalPlacement
+    from selfplay.generation.loop import LocalPlacement
 
     loop = LocalPlacement()
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])

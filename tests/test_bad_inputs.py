@@ -31,7 +31,7 @@ def test_a_forbidden_cell_that_is_not_two_integers_is_refused(forbidden):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
 def test_loop_minutes_must_be_a_finite_positive_number(tmp_path, value):
-    proc = run("selfplay.loop", "--preset", "dummy", "--dir", str(tmp_path / "run"), "--minutes", value)
+    proc = run("selfplay.generation.loop", "--preset", "dummy", "--dir", str(tmp_path / "run"), "--minutes", value)
     assert proc.returncode == 2 and "minutes" in proc.stderr
     assert not (tmp_path / "run" / "loop.json").exists()
 
@@ -39,7 +39,7 @@ def test_loop_minutes_must_be_a_finite_positive_number(tmp_path, value):
 def test_loop_dir_that_is_a_file(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    proc = run("selfplay.loop", "--preset", "dummy", "--dir", str(f))
+    proc = run("selfplay.generation.loop", "--preset", "dummy", "--dir", str(f))
     assert proc.returncode == 2 and "is a file" in proc.stderr and f.read_text() == "x"
 
 
@@ -51,16 +51,16 @@ def test_train_on_cuda_without_cuda(tmp_path):
 
 
 def test_arena_out_that_is_a_directory_or_under_a_file(tmp_path):
-    proc = run("selfplay.arena", "random", "greedy", "--pairs", "1", "--out", str(tmp_path))
+    proc = run("selfplay.evaluation.arena", "random", "greedy", "--pairs", "1", "--out", str(tmp_path))
     assert proc.returncode == 2 and "--out" in proc.stderr
     f = tmp_path / "file"
     f.write_text("x")
-    proc = run("selfplay.arena", "random", "greedy", "--pairs", "1", "--out", str(f / "games.jsonl"))
+    proc = run("selfplay.evaluation.arena", "random", "greedy", "--pairs", "1", "--out", str(f / "games.jsonl"))
     assert proc.returncode == 2 and "--out" in proc.stderr
 
 
 def test_bundle_output_path_is_checked_before_building(tmp_path):
-    proc = run("selfplay.saiblo", "--bundle", str(tmp_path / "missing" / "b.zip"))
+    proc = run("selfplay.apps.saiblo", "--bundle", str(tmp_path / "missing" / "b.zip"))
     assert proc.returncode == 2 and "not a writable file path" in proc.stderr
     assert not (tmp_path / "missing").exists()
 
@@ -80,7 +80,7 @@ def test_a_preset_that_contradicts_the_model_is_refused(tmp_path):
 
     path = tmp_path / "model_00000001.pt"
     save_checkpoint(path, build_model(get_preset("tiny")), get_preset("tiny"), 1)
-    proc = run("selfplay.run", "--out", str(tmp_path / "o"), "--model", str(path), "--preset", "cpu_small")
+    proc = run("selfplay.generation.run", "--out", str(tmp_path / "o"), "--model", str(path), "--preset", "cpu_small")
     assert proc.returncode == 2 and "conflicts with --model" in proc.stderr
     assert not (tmp_path / "o").exists()
 
@@ -100,9 +100,9 @@ def test_the_trainer_clears_temp_files_of_a_killed_writer(tmp_path):
 def test_a_config_file_with_an_unknown_key_names_it(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text('{"gpus": 0, "searchh": {}}')
-    proc = run("selfplay.run", "--config", str(cfg), "--out", str(tmp_path / "o"))
+    proc = run("selfplay.generation.run", "--config", str(cfg), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "searchh" in proc.stderr
     cfg.write_text("{not json")
-    proc = run("selfplay.run", "--config", str(cfg), "--out", str(tmp_path / "o"))
+    proc = run("selfplay.generation.run", "--config", str(cfg), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "not valid JSON" in proc.stderr
     assert not (tmp_path / "o").exists()

@@ -17,7 +17,7 @@ from _procs import leaked_shm, shm_snapshot, wait_for
 from selfplay.cluster.transfer import Blob, Spool, TransferError, install_model, remove_temporaries, \
     sha256_bytes, store_blob
 from nets.shards import list_shards, read_shard, validate_shard
-from selfplay.worker import WorkerSpec, game_id_stream, node_hash
+from selfplay.generation.worker import WorkerSpec, game_id_stream, node_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,7 +152,7 @@ def faulty_run(tmp_path_factory):
                  "a shard from n0 in DIR/data")
         state = json.loads((run / "nodes" / "n0" / "actor.json").read_text())
         os.kill(state["pid"], signal.SIGKILL)
-        # 2. a self-play worker process killed on node n1 (selfplay.run restarts it)
+        # 2. a self-play worker process killed on node n1 (selfplay.generation.run restarts it)
         victim = wait_for(lambda: [pid for pid in (int(re.search(r"_p(\d+)_", os.path.basename(p)).group(1))
                                                    for p in list_shards([run / "data"]) if shard_node(p)[0] == "n1")
                                    if os.path.exists(f"/proc/{pid}")], 120, "a live self-play worker on n1")[0]
@@ -319,7 +319,7 @@ def test_help_and_bad_arguments():
 
 
 def test_c4fast_and_nets_never_import_ray():
-    code = ("import sys, c4fast, nets.train, nets.server, selfplay.run, selfplay.loop\n"
+    code = ("import sys, c4fast, nets.train, nets.server, selfplay.generation.run, selfplay.generation.loop\n"
             "assert 'ray' not in sys.modules, 'ray imported'\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=run_env(), check=True, timeout=120)
 
@@ -329,8 +329,8 @@ def test_every_loop_knob_is_a_cluster_flag_and_reaches_the_children(tmp_path):
     as --train.lr included), and its children get the configs the local loop would give them."""
     from c4fast.cli import config_from_args
     from selfplay.cluster.driver import ClusterConfig, RayPlacement, _child_flags, build_parser
-    from selfplay.loop import PRESETS, LocalPlacement, LoopConfig
-    from selfplay.orchestrator import Orchestrator
+    from selfplay.generation.loop import PRESETS, LocalPlacement, LoopConfig
+    from selfplay.generation.orchestrator import Orchestrator
 
     args = build_parser().parse_args(["--preset", "dummy", "--train.lr", "0.05", "--eval.pairs", "3",
                                       "--selfplay.c-puct", "1.7", "--max-inflight", "2"])

@@ -1,4 +1,4 @@
-"""Tests of selfplay.compare: paired differences of two players against one opponent."""
+"""Tests of selfplay.evaluation.compare: paired differences of two players against one opponent."""
 
 import json
 import math
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selfplay.arena import summarize
-from selfplay.compare import compare, main, sign_test
+from selfplay.evaluation.arena import summarize
+from selfplay.evaluation.compare import compare, main, sign_test
 
 REPO = Path(__file__).resolve().parents[1]
 OPP = "alphabeta:0.2"
@@ -132,15 +132,15 @@ def test_cli_on_real_arena_matches(tmp_path):
     files = {}
     for name, player, seed in (("a", "uct:60", 7), ("b", "greedy", 7), ("c", "greedy", 8)):
         files[name] = tmp_path / f"{name}.jsonl"
-        subprocess.run([sys.executable, "-m", "selfplay.arena", player, "uct:20", "--seed", str(seed),
+        subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", player, "uct:20", "--seed", str(seed),
                         "--out", str(files[name]), *common], cwd=REPO, check=True, capture_output=True)
-    out = subprocess.run([sys.executable, "-m", "selfplay.compare", str(files["a"]), str(files["b"]), "--json"],
+    out = subprocess.run([sys.executable, "-m", "selfplay.evaluation.compare", str(files["a"]), str(files["b"]), "--json"],
                          cwd=REPO, check=True, capture_output=True, text=True)
     c = json.loads(out.stdout)
     recs_a = [json.loads(x) for x in files["a"].read_text().splitlines()]
     assert (c["a"], c["b"], c["opponent"], c["pairs"]) == ("uct:60", "greedy", "uct:20", 3)
     assert c["score_a"] == pytest.approx(summarize(recs_a, "uct:60")["score"], abs=1e-4)
-    bad = subprocess.run([sys.executable, "-m", "selfplay.compare", str(files["a"]), str(files["c"])],
+    bad = subprocess.run([sys.executable, "-m", "selfplay.evaluation.compare", str(files["a"]), str(files["c"])],
                          cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and "different boards" in bad.stderr and "--seed" in bad.stderr
 
@@ -158,8 +158,8 @@ def test_cli_refuses_malformed_files(tmp_path, capsys):
 
 def test_the_shipped_control_record():
     """models/ ships the control's equal-time match for comparisons: golden figures."""
-    from selfplay.compare import pair_scores
-    from selfplay.elo import load_records
+    from selfplay.evaluation.compare import pair_scores
+    from selfplay.evaluation.elo import load_records
 
     recs = load_records(REPO / "models" / "c4fast_cpu_vs_alphabeta_0.2s.jsonl")
     player, scores = pair_scores(recs, "alphabeta:0.2")

@@ -1,7 +1,7 @@
 """CUDA path (skipped without CUDA): graphs vs eager on every bucket, a capture that
 replays nothing is caught, servers on two devices (or two on one), device pinning, hot
 reload without re-capture, trainer host syncs. Run all of it with
-``python -m nets.gpucheck``; these are the fast, assertive subset."""
+``python -m selfplay.bench.gpucheck``; these are the fast, assertive subset."""
 
 import multiprocessing as mp
 import os
@@ -21,7 +21,7 @@ import c4fast  # noqa: E402
 from nets import shm_queue as q  # noqa: E402
 from nets.checkpoint import checkpoint_name, save_checkpoint  # noqa: E402
 from nets.cuda_runner import GraphRunner, bucket_sizes, exact_fp32, tolerance_for  # noqa: E402
-from nets.gpucheck import perturbed_model  # noqa: E402
+from selfplay.bench.gpucheck import perturbed_model  # noqa: E402
 from nets.selfcheck import SelfCheckError, compare, random_planes  # noqa: E402
 from nets.server import ServerConfig, load_model, request_shutdown, start_server  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Tests of selfplay.elo: Davidson-model ratings, score intervals, SPRT and the CLI."""
+"""Tests of selfplay.evaluation.elo: Davidson-model ratings, score intervals, SPRT and the CLI."""
 
 import json
 import math
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from selfplay.elo import ELO_PER_NAT, fit_ratings, load_records, score_interval, sprt
+from selfplay.evaluation.elo import ELO_PER_NAT, fit_ratings, load_records, score_interval, sprt
 
 REPO = Path(__file__).resolve().parents[1]
 TRUE = {"random": 0.0, "a": 150.0, "b": 350.0, "c": 550.0, "d": 800.0}
@@ -378,7 +378,7 @@ def test_sprt_errors():
 # ------------------------------------------------------------------ CLI
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "selfplay.elo", *map(str, args)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "selfplay.evaluation.elo", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -26,7 +26,7 @@ from nets.cuda_runner import (
     visible_device_entry,
 )
 from nets.fused import FusedNet, flops_per_eval
-from nets.gpucheck import bf16_peak, no_cuda_line, perturbed_model, steady_rates
+from selfplay.bench.gpucheck import bf16_peak, no_cuda_line, perturbed_model, steady_rates
 from nets.selfcheck import TOLERANCES, SelfCheckError, compare, random_planes, self_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -351,8 +351,8 @@ def test_train_bench_on_cuda_without_cuda_is_a_clear_error():
 
 
 def test_gpu_runs_default_to_b3c128nbt_and_all_usable_cores(monkeypatch):
-    from selfplay import loop, run
-    from selfplay.config import RunConfig
+    from selfplay.generation import loop, run
+    from selfplay.generation.config import RunConfig
 
     assert RunConfig(gpus=1).net_preset == RunConfig(gpus=4).net_preset == "b3c128nbt"
     assert RunConfig().net_preset == "cpu_small" and RunConfig(gpus=1, preset="tiny").net_preset == "tiny"
@@ -367,7 +367,7 @@ def test_gpu_runs_default_to_b3c128nbt_and_all_usable_cores(monkeypatch):
 
 def test_a_server_error_ends_the_run_with_the_reason(tmp_path, monkeypatch):
     """Workers that lose the server exit with SERVER_ERROR_EXIT: no restarts, exit 1."""
-    from selfplay import run, worker
+    from selfplay.generation import run, worker
 
     sys.path.insert(0, str(ROOT / "tests"))
     import _server_workers
@@ -387,8 +387,8 @@ def test_a_server_error_ends_the_run_with_the_reason(tmp_path, monkeypatch):
 
 def test_gpucheck_without_cuda_says_so_in_one_line_and_exits_0():
     if torch.cuda.is_available():
-        pytest.skip("CUDA present: run python -m nets.gpucheck by hand")
-    proc = subprocess.run([sys.executable, "-m", "nets.gpucheck"], cwd=ROOT, capture_output=True, text=True,
+        pytest.skip("CUDA present: run python -m selfplay.bench.gpucheck by hand")
+    proc = subprocess.run([sys.executable, "-m", "selfplay.bench.gpucheck"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
@@ -400,7 +400,7 @@ def test_gpucheck_without_cuda_says_so_in_one_line_and_exits_0():
 def test_gpucheck_helpers():
     assert bf16_peak("NVIDIA H100 80GB HBM3") == 989e12 and bf16_peak("NVIDIA H100 PCIe") == 756e12
     assert bf16_peak("NVIDIA H200") == 989e12 and bf16_peak("Some GPU") is None
-    status = "12:00:{0:02d} I [MainProcess] selfplay.run:  {0:6d}s games {1}  samples {2} ({3}/s)  evals {4}/s  mean length 30.0\n"
+    status = "12:00:{0:02d} I [MainProcess] selfplay.generation.run:  {0:6d}s games {1}  samples {2} ({3}/s)  evals {4}/s  mean length 30.0\n"
     log = (status.format(15, 0, 0, 0.0, 0)  # capturing graphs: nothing served yet
            + status.format(30, 0, 0, 0.0, 1000)  # serving, no game written yet
            + status.format(45, 10, 300, 6.7, 2000)  # the first games: the window starts here
@@ -410,6 +410,6 @@ def test_gpucheck_helpers():
                                  "evals_per_s": 6000}
     assert steady_rates("".join(log.splitlines(keepends=True)[:3])) is None  # one line with games
     assert steady_rates("") is None
-    proc = subprocess.run([sys.executable, "-m", "nets.gpucheck", "--help"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "selfplay.bench.gpucheck", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "--selfplay-seconds" in proc.stdout

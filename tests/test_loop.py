@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def loop_cmd(run_dir, evaluations, minutes=30):
     """The dummy loop, ended by a count of evaluated checkpoints (not by the clock, so a
     slow or loaded machine gives the same outcome)."""
-    return [sys.executable, "-m", "selfplay.loop", "--preset", "dummy", "--dir", str(run_dir),
+    return [sys.executable, "-m", "selfplay.generation.loop", "--preset", "dummy", "--dir", str(run_dir),
             "--minutes", str(minutes), "--max-evaluations", str(evaluations), "--sizes", "6x7"]
 
 

@@ -84,7 +84,7 @@ def test_a_checkpoint_asking_for_a_huge_net_is_refused_with_one_line(tmp_path):
     path = _huge_checkpoint(tmp_path / "big.pt")
     with pytest.raises(CheckpointError, match="channels must be at most 512"):
         load_checkpoint(path)
-    r, rss = _command("selfplay.arena", f"net:{path}:10", "random", "--pairs", "1")
+    r, rss = _command("selfplay.evaluation.arena", f"net:{path}:10", "random", "--pairs", "1")
     _one_error_line(r, "channels must be at most 512")
     assert rss < RSS_BOUND_KB
 
@@ -112,7 +112,7 @@ def test_state_dict_names_shapes_and_dtypes_are_checked_before_the_net_is_built(
     # a config within the bounds (~30 M weights) with no weights: refused, nothing built
     big = {"channels": 512, "blocks": 8, "name": "custom", "in_planes": 9}
     torch.save({**obj, "config": big, "state_dict": {}}, tmp_path / "empty.pt")
-    r, rss = _command("selfplay.arena", f"net:{tmp_path / 'empty.pt'}:10", "random", "--pairs", "1")
+    r, rss = _command("selfplay.evaluation.arena", f"net:{tmp_path / 'empty.pt'}:10", "random", "--pairs", "1")
     _one_error_line(r, "state_dict does not fit")
     assert rss < RSS_BOUND_KB
     load_checkpoint(good)  # the untouched file still loads
@@ -124,7 +124,7 @@ def test_a_decompression_bomb_export_is_refused_with_one_line(tmp_path):
     assert os.path.getsize(path) < 4_000_000
     with pytest.raises(ValueError, match="does not hold the arrays of its config"):
         NumpyNet.load(path)
-    r, rss = _command("selfplay.arena", f"net:{path}:10", "random", "--pairs", "1")
+    r, rss = _command("selfplay.evaluation.arena", f"net:{path}:10", "random", "--pairs", "1")
     _one_error_line(r, "does not hold the arrays of its config")
     assert rss < RSS_BOUND_KB
 
@@ -169,10 +169,10 @@ def test_every_command_that_loads_a_model_says_why_in_one_line(tmp_path, command
     big, bomb = _huge_checkpoint(tmp_path / "big.pt"), _bomb(tmp_path / "bomb.npz")
     for path, needle in ((big, "channels must be at most 512"), (bomb, "does not hold the arrays")):
         if command == "play":
-            r, _ = _command("selfplay.play", "--engine", f"net:{path}:10", stdin="q\n")
+            r, _ = _command("selfplay.apps.play", "--engine", f"net:{path}:10", stdin="q\n")
         elif command == "rate":
-            r, _ = _command("selfplay.rate", path, "--out", str(tmp_path / "rate"), "--pairs", "1",
+            r, _ = _command("selfplay.evaluation.rate", path, "--out", str(tmp_path / "rate"), "--pairs", "1",
                             "--anchors", "random")
         else:
-            r, _ = _command("selfplay.saiblo", "--model", path, stdin="9 9 0 0\n")
+            r, _ = _command("selfplay.apps.saiblo", "--model", path, stdin="9 9 0 0\n")
         _one_error_line(r, needle)

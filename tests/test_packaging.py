@@ -65,7 +65,7 @@ def test_wheel_holds_every_package_and_data_file(venv):
     for pkg in ("c4fast", "c4fast/players", "nets", "selfplay", "selfplay/web", "selfplay/cluster"):
         assert f"{pkg}/__init__.py" in names, pkg
     for f in ("nets/models/c4fast_cpu.npz", "nets/models/c4fast_cpu.pt", "nets/models/c4fast_gpu.npz",
-              "nets/models/c4fast_std6x7.npz", "selfplay/web/static/index.html"):
+              "nets/models/c4fast_std6x7.npz", "selfplay/apps/web/static/index.html"):
         assert f in names, f
     assert any(n.startswith("nets/_atomics") and n.endswith(".so") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -99,7 +99,7 @@ def test_installed_commands_run_outside_the_source_tree(venv, tmp_path):
 
     # a one-move Saiblo exchange with the shipped model (package data): 9x9, forbidden
     # cell (8, 4) in Saiblo's coordinates, we move first
-    saiblo = subprocess.run([str(py), "-m", "selfplay.saiblo", "--time", "0.5"], cwd=tmp_path,
+    saiblo = subprocess.run([str(py), "-m", "selfplay.apps.saiblo", "--time", "0.5"], cwd=tmp_path,
                             input=b"9 9 8 4\n-1 -1\n", env=env, capture_output=True, timeout=900)
     assert saiblo.returncode == 0, saiblo.stderr[-2000:]
     size = int.from_bytes(saiblo.stdout[:4], "big")  # a message is its length (4 bytes, big-endian), then "x y"

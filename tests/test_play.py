@@ -33,7 +33,7 @@ def tiny_model(tmp_path_factory):
 
 
 def test_arena_pairs_swap_colours_on_identical_boards(tmp_path):
-    from selfplay.arena import play_match, summarize
+    from selfplay.evaluation.arena import play_match, summarize
 
     out = tmp_path / "games.jsonl"
     lines_at_call = []  # on_pair runs after each pair, once its two games are written
@@ -69,7 +69,7 @@ def test_standard_board_pairs_start_from_random_openings(tiny_model, plies):
     """Two deterministic players on 6x7 without a forbidden cell: with no opening every pair
     replays the same two games; with one, pairs differ, both games of a pair share the
     opening, and results are told from the side of the player to move after it."""
-    from selfplay.arena import default_opening_plies, play_match, setup_for_pair
+    from selfplay.evaluation.arena import default_opening_plies, play_match, setup_for_pair
 
     pt, npz = tiny_model
     a, b = f"net:{pt}:policy", f"net:{npz}:policy"
@@ -93,7 +93,7 @@ def test_standard_board_pairs_start_from_random_openings(tiny_model, plies):
 
 
 def test_opening_plies_are_validated():
-    from selfplay.arena import play_match, setup_for_pair
+    from selfplay.evaluation.arena import play_match, setup_for_pair
 
     with pytest.raises(ValueError, match="opening plies"):
         play_match("random", "random", 1, opening_plies=-1)
@@ -107,13 +107,13 @@ def test_opening_plies_are_validated():
 
 
 def test_arena_cli_and_bad_spec(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "selfplay.arena", "greedy", "random", "--pairs", "2",
+    proc = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", "greedy", "random", "--pairs", "2",
                            "--workers", "2", "--json", "--out", str(tmp_path / "g.jsonl")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     s = json.loads(proc.stdout.strip().splitlines()[-1])
     assert s["games"] == 4 and s["games_per_s"] > 0
-    bad = subprocess.run([sys.executable, "-m", "selfplay.arena", "nonsense", "random"], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", "nonsense", "random"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nonsense" in bad.stderr
 
@@ -210,7 +210,7 @@ def test_play_forward_choices_are_checked(tiny_model):
         make_player(f"net:{npz}:10", forward="ort")
     assert type(load_evaluator(str(npz), forward="numpy")).__name__ == "NumpyEvaluator"
     assert type(load_evaluator(str(pt.parent), forward="eager")).__name__ == "TorchEvaluator"
-    bad = subprocess.run([sys.executable, "-m", "selfplay.arena", f"net:{pt}:5", "random", "--forward", "trt"],
+    bad = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", f"net:{pt}:5", "random", "--forward", "trt"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--forward" in bad.stderr
 
@@ -230,7 +230,7 @@ def test_arena_plays_net_players_on_each_forward(tiny_model, tmp_path, forward):
         pytest.importorskip("onnxruntime")
     pt, _ = tiny_model
     out = tmp_path / "g.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "selfplay.arena", f"net:{pt}:20", "random", "--pairs", "1",
+    proc = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", f"net:{pt}:20", "random", "--pairs", "1",
                            "--workers", "1", "--json", "--forward", forward, "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -273,7 +273,7 @@ def _referee(proc, h, w, forb_top, we_start, rng):
 @pytest.mark.parametrize("we_start", [True, False])
 def test_saiblo_player_plays_a_full_game_over_pipes(tiny_model, we_start):
     _, npz = tiny_model
-    proc = subprocess.Popen([sys.executable, "-m", "selfplay.saiblo", "--model", str(npz), "--time", "0.2"],
+    proc = subprocess.Popen([sys.executable, "-m", "selfplay.apps.saiblo", "--model", str(npz), "--time", "0.2"],
                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     game = _referee(proc, 9, 10, (8, 3), we_start, np.random.default_rng(1))
     assert proc.wait(60) == 0, proc.stderr.read().decode()
@@ -285,7 +285,7 @@ def test_saiblo_player_plays_a_full_game_over_pipes(tiny_model, we_start):
 
 def test_saiblo_path_does_not_import_torch(tiny_model):
     _, npz = tiny_model
-    code = ("import sys, io; from selfplay import saiblo;"
+    code = ("import sys, io; from selfplay.apps import saiblo;"
             "import argparse; a = argparse.Namespace(model=sys.argv[1], player=None, time=0.1, margin=0.05);"
             "inp = io.StringIO('6 7 5 3\\n-1 -1\\n'); out = io.BytesIO();"
             "saiblo.play(inp, out, a, log=io.StringIO());"
@@ -307,7 +307,7 @@ def test_saiblo_path_does_not_import_torch(tiny_model):
 ])
 def test_saiblo_rejects_malformed_and_illegal_lines(tiny_model, lines, needle):
     _, npz = tiny_model
-    proc = subprocess.run([sys.executable, "-m", "selfplay.saiblo", "--model", str(npz), "--time", "0.1"],
+    proc = subprocess.run([sys.executable, "-m", "selfplay.apps.saiblo", "--model", str(npz), "--time", "0.1"],
                           cwd=ROOT, input=lines.encode(), capture_output=True, timeout=60)
     assert proc.returncode == 2
     err = proc.stderr.decode()
@@ -315,7 +315,7 @@ def test_saiblo_rejects_malformed_and_illegal_lines(tiny_model, lines, needle):
 
 
 def test_human_play_session_with_scripted_input(tiny_model):
-    from selfplay.play import main
+    from selfplay.apps.play import main
 
     pt, _ = tiny_model
     moves = "\n".join(["h", "99", *[str(c) for c in range(6)] * 8, "q"]) + "\n"
@@ -333,7 +333,7 @@ def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):
 
     _, npz = tiny_model
     out = tmp_path / "bundle.zip"
-    proc = subprocess.run([sys.executable, "-m", "selfplay.saiblo", "--bundle", str(out), "--model", str(npz),
+    proc = subprocess.run([sys.executable, "-m", "selfplay.apps.saiblo", "--bundle", str(out), "--model", str(npz),
                            "--time", "0.3"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     dest = tmp_path / "x"
@@ -378,9 +378,9 @@ def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):
 
 
 def test_play_bench_reports_playouts_and_the_kept_graph():
-    """`nets.bench play` (tiny budget, numpy forward): one JSON line with the playouts of
+    """`selfplay.bench.nets play` (tiny budget, numpy forward): one JSON line with the playouts of
     fresh searches and the share of root visits kept between the moves of a game."""
-    proc = subprocess.run([sys.executable, "-m", "nets.bench", "play", "--play-forwards", "numpy",
+    proc = subprocess.run([sys.executable, "-m", "selfplay.bench.nets", "play", "--play-forwards", "numpy",
                            "--play-seconds", "0.03", "--play-positions", "3", "--play-games", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -389,7 +389,7 @@ def test_play_bench_reports_playouts_and_the_kept_graph():
     assert rec["forward"] == "numpy" and rec["model"] == "c4fast_cpu.npz" and rec["positions"] == 3
     assert rec["median_playouts"] >= 1 and rec["game_moves"] >= 4
     assert 0.0 <= rec["game_median_reused_share"] <= 1.0 and 0.0 <= rec["game_moves_with_reuse"] <= 1.0
-    bad = subprocess.run([sys.executable, "-m", "nets.bench", "play", "--play-forwards", "trt"],
+    bad = subprocess.run([sys.executable, "-m", "selfplay.bench.nets", "play", "--play-forwards", "trt"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "play forward" in bad.stderr
 
@@ -444,7 +444,7 @@ def root_visits(spec: str, game) -> dict:
 def test_search_options_change_the_search_and_name_arena_players(tiny_model, tmp_path):
     """c_puct 0 and 8 give different visit counts on the same position (the option is not
     ignored), and a match between two settings of one net records them apart."""
-    from selfplay.arena import play_match, summarize
+    from selfplay.evaluation.arena import play_match, summarize
 
     _, npz = tiny_model
     game = c4fast.Game(9, 10, (0, 4))

@@ -1,4 +1,4 @@
-"""python -m selfplay.rate: real checkpoints, real games, a real Elo fit; resume; bad inputs."""
+"""python -m selfplay.evaluation.rate: real checkpoints, real games, a real Elo fit; resume; bad inputs."""
 
 import csv
 import json
@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from nets.checkpoint import checkpoint_name, save_checkpoint
-from nets.gpucheck import perturbed_model
+from selfplay.bench.gpucheck import perturbed_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def rate(*args):
-    cmd = [sys.executable, "-m", "selfplay.rate", *map(str, args)]
+    cmd = [sys.executable, "-m", "selfplay.evaluation.rate", *map(str, args)]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
@@ -65,7 +65,7 @@ def test_bad_inputs_are_refused_clearly(tmp_path):
 
 def test_rate_checkpoint_calls_back_after_every_pair(tmp_path):
     """The loop keeps its status lines going through an evaluation with this callback."""
-    from selfplay.evaluation import EvalConfig, rate_checkpoint
+    from selfplay.evaluation.periodic import EvalConfig, rate_checkpoint
 
     m = perturbed_model("tiny", 7)
     path = tmp_path / checkpoint_name(7)
@@ -85,8 +85,8 @@ def test_in_loop_fit_is_anchored_at_the_first_anchor_without_random(tmp_path):
     import json
 
     from nets.players import make_player
-    from selfplay.evaluation import EvalConfig, rate_checkpoint
-    from selfplay.loop import CPU_ANCHORS, PRESETS
+    from selfplay.evaluation.periodic import EvalConfig, rate_checkpoint
+    from selfplay.generation.loop import CPU_ANCHORS, PRESETS
 
     assert PRESETS["cpu"].eval.anchors == CPU_ANCHORS and all(make_player(a) for a in CPU_ANCHORS)
     m = perturbed_model("tiny", 9)

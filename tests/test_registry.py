@@ -63,7 +63,7 @@ def test_every_command_lists_the_registered_kinds():
                                timeout=300, check=True).stdout
     for kind in registry.kinds().values():
         assert kind.grammar in help_text
-    arena = subprocess.run([sys.executable, "-m", "selfplay.arena", "--help"], capture_output=True, text=True,
+    arena = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", "--help"], capture_output=True, text=True,
                            timeout=300, check=True).stdout
     assert all(k.grammar in arena for k in registry.kinds().values())
     readme = (REPO / "README.md").read_text()

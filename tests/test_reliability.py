@@ -48,9 +48,9 @@ def no_leftover_runs():
 
 
 def start_run(tmp_path, *extra):
-    """selfplay.run in its own process group, capped at 15 minutes in any case."""
+    """selfplay.generation.run in its own process group, capped at 15 minutes in any case."""
     status = tmp_path / "status.json"
-    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "d"), *SMALL,
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--out", str(tmp_path / "d"), *SMALL,
            "--status-file", str(status), "--time", "900", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -183,7 +183,7 @@ def test_a_second_run_on_the_same_directory_is_refused(tmp_path):
     proc, status = start_run(tmp_path)
     try:
         wait_for(lambda: status.exists(), what="the first run to start")
-        other = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "d"), *SMALL],
+        other = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--out", str(tmp_path / "d"), *SMALL],
                                cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert other.returncode == 2 and "in use by pid" in other.stderr
     finally:
@@ -193,7 +193,7 @@ def test_a_second_run_on_the_same_directory_is_refused(tmp_path):
 
 def test_kill9_of_the_loop_takes_its_children_and_the_same_command_resumes(tmp_path):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "selfplay.loop", "--preset", "dummy", "--dir", str(run), "--sizes", "6x7",
+    cmd = [sys.executable, "-m", "selfplay.generation.loop", "--preset", "dummy", "--dir", str(run), "--sizes", "6x7",
            "--minutes", "30"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -302,7 +302,7 @@ def test_a_nan_checkpoint_is_refused_at_load(tmp_path):
     save_checkpoint(path, model, get_preset("tiny"), 1)
     with pytest.raises(CheckpointError, match="non-finite"):
         load_checkpoint(path)
-    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "o"),
+    proc = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--out", str(tmp_path / "o"),
                            "--model", str(path), "--preset", "tiny"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "non-finite" in proc.stderr
@@ -322,7 +322,7 @@ def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
 SWALLOWED = """
 import ctypes, os, signal, sys, threading
 from c4fast.runtime import check_interrupt, forget_handled_interrupt, raise_on_interrupt
-from selfplay.arena import play_match
+from selfplay.evaluation.arena import play_match
 
 raise_on_interrupt()
 

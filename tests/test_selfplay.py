@@ -1,4 +1,4 @@
-"""selfplay.run end to end: real processes, a real CPU inference server, real HDF5 files."""
+"""selfplay.generation.run end to end: real processes, a real CPU inference server, real HDF5 files."""
 
 import json
 import os
@@ -26,7 +26,7 @@ from nets.shards import (
     validate_shard,
 )
 
-from selfplay.worker import first_size_index
+from selfplay.generation.worker import first_size_index
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "24",
@@ -34,7 +34,7 @@ SMALL = ["--preset", "tiny", "--games-per-worker", "4", "--full-playouts", "24",
 
 
 def run_selfplay(out, *extra, timeout=240):
-    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, *extra]
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--out", str(out), *SMALL, *extra]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
@@ -47,7 +47,7 @@ def test_small_cpu_run_writes_valid_shards(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summ = summary_of(proc)
     assert summ["games"] >= 6 and summ["samples"] > 0 and summ["evals_per_s"] > 0
-    assert "selfplay.run:" in proc.stderr and " games " in proc.stderr  # periodic status line (logging)
+    assert "selfplay.generation.run:" in proc.stderr and " games " in proc.stderr  # periodic status line (logging)
     assert summ["config"]["search"]["full_probability"] == 0.5  # the complete config is recorded
     assert summ["config"]["sizes"] == "6x7,9x10"
     shards = list_shards([tmp_path / "d"])
@@ -95,7 +95,7 @@ def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight):
 def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
     out = tmp_path / "d"
     status = tmp_path / "status.json"
-    cmd = [sys.executable, "-m", "selfplay.run", "--out", str(out), *SMALL, "--sizes", "6x7",
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--out", str(out), *SMALL, "--sizes", "6x7",
            "--samples-per-shard", "15", "--status-file", str(status)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
@@ -195,7 +195,7 @@ def test_bad_flags_exit_2_and_write_nothing(tmp_path, flags, needle):
         if torch.cuda.is_available():
             pytest.skip("a GPU is present")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(out), *flags],
+    proc = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--out", str(out), *flags],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -206,18 +206,18 @@ def test_bad_flags_exit_2_and_write_nothing(tmp_path, flags, needle):
 def test_incompatible_model_and_unwritable_out(tmp_path):
     bad = tmp_path / "model.pt"
     bad.write_bytes(b"not a checkpoint")
-    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(tmp_path / "o"),
+    proc = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--out", str(tmp_path / "o"),
                            "--model", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "model.pt" in proc.stderr
     afile = tmp_path / "file"
     afile.write_text("x")
-    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--out", str(afile / "sub")],
+    proc = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--out", str(afile / "sub")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not writable" in proc.stderr
 
 
 def test_help_lists_every_flag():
-    proc = subprocess.run([sys.executable, "-m", "selfplay.run", "--help"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     for flag in ("--gpus", "--workers", "--games-per-worker", "--model", "--out", "--max-games",

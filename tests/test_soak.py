@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selfplay.soak import analyse, slope_per_hour
+from selfplay.bench.soak import analyse, slope_per_hour
 
 
 def _rows(role, values, every=10.0, pid=1):
@@ -55,14 +55,14 @@ def test_roles_sum_their_processes_and_restarts_count():
 def test_a_short_real_soak_writes_its_reports(tmp_path):
     pytest.importorskip("starlette")
     out = tmp_path / "soak"
-    proc = subprocess.run([sys.executable, "-m", "selfplay.soak", "--minutes", "0.5", "--preset", "dummy",
+    proc = subprocess.run([sys.executable, "-m", "selfplay.bench.soak", "--minutes", "0.5", "--preset", "dummy",
                            "--out", str(out), "--every", "2", "--clients", "1", "--pause", "0.1",
                            "--warmup", "0"], capture_output=True, text=True, timeout=600)
     report = json.loads((out / "soak.json").read_text())
     assert report["error"] is None, (report["error"], proc.stderr[-2000:])
     roles = report["roles"]
-    assert any(r.startswith("loop:selfplay.loop") for r in roles) and "web:selfplay.web" in roles
-    assert any("selfplay.run" in r for r in roles) and any("nets.train" in r for r in roles)
+    assert any(r.startswith("loop:selfplay.generation.loop") for r in roles) and "web:selfplay.apps.web" in roles
+    assert any("selfplay.generation.run" in r for r in roles) and any("nets.train" in r for r in roles)
     assert report["web"]["requests"] > 0
     with open(out / "soak.csv") as f:
         rows = list(csv.DictReader(f))
@@ -70,5 +70,5 @@ def test_a_short_real_soak_writes_its_reports(tmp_path):
     assert all(float(r["rss_mb"]) > 0 for r in rows)
     assert (out / "soak.png").stat().st_size > 1000
     assert proc.returncode in (0, 1)  # 1: a 30-second run still warming up may show "growth"
-    bad = subprocess.run([sys.executable, "-m", "selfplay.soak", "--minutes", "0"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "selfplay.bench.soak", "--minutes", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "error" in bad.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from c4fast import Game
 from c4fast.players import solver as sv
-from selfplay import solverbench
+from selfplay.evaluation import solverbench
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PONS_DIR = Path(__file__).resolve().parents[1] / "data" / "pons-connect4"

@@ -222,7 +222,7 @@ def test_trainer_checkpoint_is_picked_up_by_selfplay(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["steps"] == 7
-    sp = subprocess.run([sys.executable, "-m", "selfplay.run", "--model", str(tmp_path / "t" / "models"),
+    sp = subprocess.run([sys.executable, "-m", "selfplay.generation.run", "--model", str(tmp_path / "t" / "models"),
                          "--out", str(tmp_path / "sp"), "--max-games", "2", "--games-per-worker", "2",
                          "--workers", "1", "--full-playouts", "16", "--fast-playouts", "4",
                          "--sizes", "6x7"], cwd=ROOT, capture_output=True, text=True, timeout=180)

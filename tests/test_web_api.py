@@ -1,4 +1,4 @@
-"""The web board's JSON API against a real server (`python -m selfplay.web` on loopback)
+"""The web board's JSON API against a real server (`python -m selfplay.apps.web` on loopback)
 with real engines, plus its notations. Browser tests: test_web_browser.py."""
 
 import contextlib
@@ -21,8 +21,8 @@ pytest.importorskip("uvicorn")
 
 import c4fast  # noqa: E402
 from c4fast.players.solver import Solver  # noqa: E402
-from selfplay.web import games as gm  # noqa: E402
-from selfplay.web.engines import policy_spec  # noqa: E402
+from selfplay.apps.web import games as gm  # noqa: E402
+from selfplay.apps.web.engines import policy_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NET = "net:models/c4fast_cpu.npz"
@@ -64,7 +64,7 @@ def http_request(url: str, method: str, path: str, data: bytes | None = None, he
 
 
 class Server:
-    """A running `python -m selfplay.web` on a free loopback port."""
+    """A running `python -m selfplay.apps.web` on a free loopback port."""
 
     def __init__(self, url: str, proc: subprocess.Popen):
         self.url = url
@@ -98,10 +98,10 @@ class Server:
 
 @contextlib.contextmanager
 def running_server(log_path: Path, *args: str):
-    """`python -m selfplay.web --port 0 ARGS` until the block ends; yields a Server."""
+    """`python -m selfplay.apps.web --port 0 ARGS` until the block ends; yields a Server."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "selfplay.web", "--port", "0", *args],
+        proc = subprocess.Popen([sys.executable, "-m", "selfplay.apps.web", "--port", "0", *args],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = None
     try:
@@ -162,7 +162,7 @@ def assert_consistent(state: dict) -> None:
 
 # ----------------------------------------------------------------------------- basics
 def test_help():
-    r = subprocess.run([sys.executable, "-m", "selfplay.web", "--help"], cwd=ROOT, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "selfplay.apps.web", "--help"], cwd=ROOT, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 0 and "--host" in r.stdout and "loopback" in r.stdout
 

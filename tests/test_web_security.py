@@ -1,5 +1,5 @@
 """The web board against a hostile page, a hostile client and a careless operator (issue 37):
-real `python -m selfplay.web` servers on loopback, real engines, files crafted here."""
+real `python -m selfplay.apps.web` servers on loopback, real engines, files crafted here."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_two_slow_requests_of_one_client_do_not_starve_another(tmp_path):
     (["--seed", "-3"], "--seed must be >= 0"),
 ])
 def test_every_option_is_checked_at_start(flags, message):
-    r = subprocess.run([sys.executable, "-m", "selfplay.web", *flags], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "selfplay.apps.web", *flags], cwd=ROOT, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
@@ -172,7 +172,7 @@ def test_engine_processes_start_one_after_another(tmp_path):
     log = tmp_path / "server.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "selfplay.web", "--port", "0", "--workers", "3",
+        proc = subprocess.Popen([sys.executable, "-m", "selfplay.apps.web", "--port", "0", "--workers", "3",
                                  "--engine", "greedy"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         url = None
@@ -199,7 +199,7 @@ def test_engine_processes_start_one_after_another(tmp_path):
 
 def test_engine_budgets_are_bounded_before_allocation(web_server):
     """The probe's net:...:20000000 (a 1.3 GB graph) and friends: a 400 naming the limit,
-    before the engine worker allocates anything (selfplay.web.security.WEB_LIMITS)."""
+    before the engine worker allocates anything (selfplay.apps.web.security.WEB_LIMITS)."""
     import json
 
     npz = os.path.join(ROOT, "models", "c4fast_cpu.npz")

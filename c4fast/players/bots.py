@@ -26,7 +26,7 @@ records and bitboard words; Python runs once per move, never per node.
 
 ``nets.players.make_player(spec)`` builds one from a string: ``random``, ``greedy``,
 ``uct[:ROLLOUTS[:C[:sensible]]]``, ``alphabeta[:SECONDS[:MAX_DEPTH]]``, ``solver``.
-Benchmark: ``python -m c4fast.bench bots``.
+Benchmark: ``python -m selfplay.bench.rules bots``.
 """
 
 from __future__ import annotations

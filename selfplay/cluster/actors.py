@@ -189,7 +189,7 @@ class TrainerActor(_Supervisor):
 
 @ray.remote(num_cpus=0)
 class SelfPlayActor(_Supervisor):
-    """Runs ``selfplay.run`` on its node into a node-local spool and serves the spool."""
+    """Runs ``selfplay.generation.run`` on its node into a node-local spool and serves the spool."""
 
     name = "selfplay"
 
@@ -213,7 +213,7 @@ class SelfPlayActor(_Supervisor):
 
     def _cmd(self, inc: int) -> list:
         remaining = max(1, int(self.deadline - time.time()) + 30)  # the driver stops it first
-        return [sys.executable, "-m", "selfplay.run", "--out", self.spool.dir, "--model", self.models,
+        return [sys.executable, "-m", "selfplay.generation.run", "--out", self.spool.dir, "--model", self.models,
                 "--node-tag", self.tag, "--incarnation", str(inc), "--time", str(remaining), *self.args]
 
     def ready(self) -> list:

@@ -2,17 +2,17 @@
 
 Run the driver on the head node. It places, through Ray, one `TrainerActor` on its own
 node (``nets.train --follow DIR/data --resume``) and one `SelfPlayActor` on every node
-that carries a ``c4fast_node_TAG`` resource (``selfplay.run --node-tag TAG`` with that
+that carries a ``c4fast_node_TAG`` resource (``selfplay.generation.run --node-tag TAG`` with that
 node's GPUs, or its CPUs, writing shards to the node-local spool
 ``DIR/nodes/TAG/spool`` and following checkpoints in ``DIR/nodes/TAG/models``). The
 driver then moves bytes: finished shards from each spool into ``DIR/data`` (sha256
 checked, idempotent, at most ``--max-inflight`` uploads in flight, the spool copy
 deleted only after the trainer side acknowledged it) and every new checkpoint from
-``DIR/train/models`` to each node (sha256 checked, atomic rename; ``selfplay.run``
+``DIR/train/models`` to each node (sha256 checked, atomic rename; ``selfplay.generation.run``
 hot-reloads it). With ``--shared-fs`` (DIR is one filesystem mounted at the same path
 on every node) nodes write straight into ``DIR/data/TAG`` and read ``DIR/train/models``.
-Like ``selfplay.loop`` it evaluates each new checkpoint against anchors in the arena
-and fits Elo ratings. Head-node layout (as ``selfplay.loop``)::
+Like ``selfplay.generation.loop`` it evaluates each new checkpoint against anchors in the arena
+and fits Elo ratings. Head-node layout (as ``selfplay.generation.loop``)::
 
     DIR/data/  DIR/train/  DIR/arena/games.jsonl  DIR/ratings.json  DIR/elo_curve.csv
     DIR/cluster.json   settings, run time and evaluated checkpoints (for resuming; written
@@ -24,7 +24,7 @@ Failures: a killed self-play actor or trainer actor is restarted by Ray on its n
 (up to ``--max-restarts``); the command it ran is stopped cleanly first (finished games
 are written, the training state is saved), so only unfinished games are lost and the
 trainer resumes from its saved state. A failed command is restarted by its actor, a
-killed self-play worker by ``selfplay.run``; the driver logs each restart as its next
+killed self-play worker by ``selfplay.generation.run``; the driver logs each restart as its next
 status shows it. The head node (driver, trainer, DIR) is a
 single point of failure: if it dies, stop everything and run the same command again,
 which resumes (spooled shards are uploaded then). ``--address local`` starts a
@@ -52,13 +52,13 @@ import uuid
 
 from c4fast.runtime import raise_on_interrupt
 from nets.shards import list_shards
-from selfplay.orchestrator import Orchestrator, OrchestratorError
+from selfplay.generation.orchestrator import Orchestrator, OrchestratorError
 
 log = logging.getLogger("c4fast.cluster")
 
 NODE_RESOURCE = "c4fast_node_"  # + TAG: the custom resource naming a self-play node
 NODE_RESOURCE_RE = re.compile(r"^c4fast_node_([A-Za-z0-9-]{1,32})$")
-SHARD_NODE_RE = re.compile(r"_p\d+_([A-Za-z0-9-]{1,32})_i\d+_r\d+_\d+\.h5$")  # selfplay.run shard names
+SHARD_NODE_RE = re.compile(r"_p\d+_([A-Za-z0-9-]{1,32})_i\d+_r\d+_\d+\.h5$")  # selfplay.generation.run shard names
 LIST_EVERY_S = 1.0  # seconds between spool listings of one node
 MODEL_SYNC_S = 2.0  # seconds between checks for a new checkpoint
 HEALTH_EVERY_S = 5.0  # seconds between actor status calls
@@ -103,7 +103,7 @@ class ClusterError(RuntimeError):
 
 
 def _child_flags(cfg: ClusterConfig, run: Orchestrator, remaining_s: float) -> tuple[list, list, int, int]:
-    """(selfplay.run flags, nets.train flags, GPUs per self-play node, trainer GPUs): the
+    """(selfplay.generation.run flags, nets.train flags, GPUs per self-play node, trainer GPUs): the
     run's child configs (:meth:`Orchestrator.child_configs`, the local loop's too) as inline
     JSON (``--config {...}``) with this placement's devices; the actors add only the
     node-local paths, the time limit and the node identity."""
@@ -515,10 +515,10 @@ def _read_json(path: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``--preset``/``--dir``, every :class:`selfplay.loop.LoopConfig` knob (``--train.lr``,
+    """``--preset``/``--dir``, every :class:`selfplay.generation.loop.LoopConfig` knob (``--train.lr``,
     ``--eval.pairs``, ...: the local loop's flags) and one flag per ClusterConfig field."""
     from c4fast.cli import add_config_arguments
-    from selfplay.loop import LOOP_MANAGED, PRESETS, LoopConfig
+    from selfplay.generation.loop import LOOP_MANAGED, PRESETS, LoopConfig
 
     ap = argparse.ArgumentParser(prog="python -m selfplay.cluster", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -540,8 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     from c4fast.cli import ConfigError, config_from_args
     from c4fast.runtime import LockedError
-    from selfplay.loop import PRESETS, LoopConfig
-    from selfplay.orchestrator import stored_config
+    from selfplay.generation.loop import PRESETS, LoopConfig
+    from selfplay.generation.orchestrator import stored_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[cluster %(asctime)s] %(message)s", datefmt="%H:%M:%S")

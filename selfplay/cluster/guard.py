@@ -10,7 +10,7 @@ process group with stdout and stderr appended to the log, and then watches:
 * CMD exits: the guard kills what CMD left in the group, records ``exit`` in FILE, ends.
 * SIGTERM to the guard, or the watched process (the actor) is gone: SIGINT to CMD
   (not to the group: a server still starting up would die of it), which is how
-  `selfplay.run` and `nets.train` stop cleanly (finished games are written, the
+  `selfplay.generation.run` and `nets.train` stop cleanly (finished games are written, the
   training state is saved, shared memory is unlinked); after `--grace` seconds,
   SIGKILL to the group.
 

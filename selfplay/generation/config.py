@@ -2,8 +2,8 @@
 
 :class:`SelfPlayConfig` (katac4's defaults): temperatures are functions of the game
 phase ``x = ply / cells`` (cells = playable cells of the board, so x runs from 0 to 1
-over a full game). :class:`RunConfig`: everything ``python -m selfplay.run`` does; its
-flags are derived from it (:mod:`c4fast.cli`), and ``selfplay.loop`` hands it to the
+over a full game). :class:`RunConfig`: everything ``python -m selfplay.generation.run`` does; its
+flags are derived from it (:mod:`c4fast.cli`), and ``selfplay.generation.loop`` hands it to the
 child as a JSON file.
 """
 
@@ -91,7 +91,7 @@ def default_node_tag() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """One ``selfplay.run``: processes, model, stop conditions, output, and the nested
+    """One ``selfplay.generation.run``: processes, model, stop conditions, output, and the nested
     search and self-play settings. 0 means "automatic" for workers and games per worker
     (CPU: 2 workers x 32 games; GPUs: usable cores - GPUs workers x 256 games)."""
 

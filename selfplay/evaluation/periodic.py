@@ -1,6 +1,6 @@
 """The periodic evaluation of a training run: the newest checkpoint against fixed anchors.
 
-Shared by ``selfplay.loop`` and ``selfplay.cluster``: paired arena games of the net (MCGS
+Shared by ``selfplay.generation.loop`` and ``selfplay.cluster``: paired arena games of the net (MCGS
 at ``EvalConfig.playouts``) against each anchor, appended to ``DIR/arena/games.jsonl``; an
 Elo fit over every game so far (Davidson–Bradley–Terry with first-move advantage,
 anchored at ``random`` when it is an anchor, else at the first anchor) written to ``DIR/ratings.json``; one row per
@@ -21,7 +21,7 @@ from dataclasses import field
 from c4fast.cli import opt
 from c4fast.runtime import atomic_write_json
 
-log = logging.getLogger("selfplay.evaluation")
+log = logging.getLogger("selfplay.evaluation.periodic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +49,8 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     None when the ratings cannot be fitted yet (the games are kept either way). ``on_pair``
     is called after each finished pair (the loop keeps its status lines going with it)."""
     from nets.checkpoint import checkpoint_step
-    from selfplay.arena import play_match
-    from selfplay.elo import fit_ratings, load_records
+    from selfplay.evaluation.arena import play_match
+    from selfplay.evaluation.elo import fit_ratings, load_records
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
     os.makedirs(os.path.dirname(arena), exist_ok=True)

@@ -1,4 +1,4 @@
-"""`python -m selfplay.arena`: matches between two players as paired games.
+"""`python -m selfplay.evaluation.arena`: matches between two players as paired games.
 
 Each pair is played on one random Saiblo board (size and forbidden cell drawn from the
 pair's seed) twice, with colours swapped, so board luck and the first-move advantage
@@ -7,7 +7,7 @@ each pair starts after a random opening of ``--opening-plies`` uniform legal mov
 (default 4 there, 0 with a forbidden cell), the same for both games of the pair: without
 it two deterministic players replay one game pair over and over. Pairs run in parallel
 processes; every game is appended to a JSON-lines file (``first``, ``second``, ``result``
-0 draw / 1 first won / 2 second won, board, moves, ``opening``), the format selfplay.elo
+0 draw / 1 first won / 2 second won, board, moves, ``opening``), the format selfplay.evaluation.elo
 reads. Prints a results table with the score of player A and
 its 95 % confidence interval.
 
@@ -35,7 +35,7 @@ from c4fast.runtime import check_interrupt
 from nets.config import PLAY_FORWARDS
 from c4fast.players.registry import spec_help
 from nets.players import make_player
-from selfplay.config import parse_sizes
+from selfplay.generation.config import parse_sizes
 
 
 #: random opening plies per pair when none are given: standard boards only (see above)
@@ -170,7 +170,7 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
 
 def summarize(records: list[dict], name_a: str) -> dict:
     """Score of `name_a` (wins + draws / 2) with its 95 % interval, split by colour."""
-    from selfplay.elo import score_interval
+    from selfplay.evaluation.elo import score_interval
 
     w = d = lose = 0
     first = [0, 0, 0]
@@ -195,7 +195,7 @@ def summarize(records: list[dict], name_a: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m selfplay.arena", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.evaluation.arena", description=__doc__,
                                  epilog="player specs:\n" + spec_help(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", help="player A spec")

@@ -1,10 +1,10 @@
 """Benchmarks of the c4fast hot paths; each prints one JSON line.
 
-    python -m c4fast.bench rules     # moves/s, sensible moves/s, perft nodes/s, first call
-    python -m c4fast.bench search    # playouts/s of the batched MCTS and of MCGS
-    python -m c4fast.bench bots      # choose() calls/s of the baseline bots
-    python -m c4fast.bench solver    # exact 6x7 solver positions/s on Pons's files
-    python -m c4fast.bench endgame   # budgeted endgame solve time by empty cells (EndgameConfig.max_empty)
+    python -m selfplay.bench.rules rules     # moves/s, sensible moves/s, perft nodes/s, first call
+    python -m selfplay.bench.rules search    # playouts/s of the batched MCTS and of MCGS
+    python -m selfplay.bench.rules bots      # choose() calls/s of the baseline bots
+    python -m selfplay.bench.rules solver    # exact 6x7 solver positions/s on Pons's files
+    python -m selfplay.bench.rules endgame   # budgeted endgame solve time by empty cells (EndgameConfig.max_empty)
 
 Figures are for one core (Numba kernels are single-threaded). Every line is a JSON
 object whose ``"bench"`` key names it (the convention of every c4fast benchmark;
@@ -218,7 +218,7 @@ def emit(result: dict) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m c4fast.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.bench.rules", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=sorted(BENCHES), help="which benchmark")
     ap.add_argument("--seconds", type=float, default=2.0, help="minimum timed seconds per figure")

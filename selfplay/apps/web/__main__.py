@@ -1,4 +1,4 @@
-"""`python -m selfplay.web`: the web board (play any engine, see its analysis).
+"""`python -m selfplay.apps.web`: the web board (play any engine, see its analysis).
 
 Serves the page and the JSON API (docs/WEB.md) on http://127.0.0.1:8000 by
 default. The server listens on the loopback interface only unless ``--host`` says
@@ -18,7 +18,7 @@ import math
 import os
 import sys
 
-log = logging.getLogger("selfplay.web")
+log = logging.getLogger("selfplay.apps.web")
 MAX_GAMES = 100_000
 MAX_SECONDS = 3600.0
 
@@ -41,7 +41,7 @@ def check_engine(spec: str, model_dirs) -> str | None:
     """Why the default engine `spec` cannot be used (None if it can): its model must lie in
     an allowed directory, and the player must build (the spec is parsed, the model loaded)."""
     from nets.players import make_player, split_net_spec
-    from selfplay.web.security import WEB_LIMITS, ModelDirs
+    from selfplay.apps.web.security import WEB_LIMITS, ModelDirs
 
     if spec.startswith("net:") and not ModelDirs(model_dirs).allows(split_net_spec(spec)[0]):
         return (f"--engine {spec!r}: its model is not an existing file or directory in the model "
@@ -54,9 +54,9 @@ def check_engine(spec: str, model_dirs) -> str | None:
 
 
 def main(argv=None) -> int:
-    from selfplay.web.security import MAX_WORKERS
+    from selfplay.apps.web.security import MAX_WORKERS
 
-    ap = argparse.ArgumentParser(prog="python -m selfplay.web", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.apps.web", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback)")
     ap.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     try:
         import uvicorn
 
-        from selfplay.web.app import WebConfig, create_app, default_engine, package_models_dir
+        from selfplay.apps.web.app import WebConfig, create_app, default_engine, package_models_dir
     except ImportError as e:
         return _fail(f"{e}; install the web extra: pip install -e '.[web]'")
     model_dirs = (package_models_dir(), *args.model_dir)

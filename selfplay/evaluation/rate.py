@@ -1,6 +1,6 @@
-"""`python -m selfplay.rate`: rate a set of checkpoints against fixed anchors (Elo, 95 % intervals).
+"""`python -m selfplay.evaluation.rate`: rate a set of checkpoints against fixed anchors (Elo, 95 % intervals).
 
-    python -m selfplay.rate runs/loop/train/models --every 4 --anchors random,greedy,uct:500 \\
+    python -m selfplay.evaluation.rate runs/loop/train/models --every 4 --anchors random,greedy,uct:500 \\
         --pairs 20 --playouts 200 --out runs/loop/rating
 
 Each checkpoint (files, or directories of ``model_XXXXXXXX.pt``) plays ``--pairs`` paired
@@ -9,7 +9,7 @@ per move, and, with ``--chain``, against the next checkpoint too (which tightens
 differences between checkpoints). Games are appended to ``OUT/games.jsonl`` (one JSON
 object per game, flushed per game); a rerun with the same settings plays only the pairs
 still missing, so an interrupted rating resumes. Then one Davidson–Bradley–Terry fit over
-every game (first-move advantage and draws modelled; ``selfplay.elo``), anchored at
+every game (first-move advantage and draws modelled; ``selfplay.evaluation.elo``), anchored at
 ``--anchor`` (default: the first anchor): ``OUT/ratings.json``, ``OUT/ratings.csv`` (one row
 per checkpoint: step, Elo, 95 % interval, games) and a table on stderr; the JSON summary
 goes to stdout.
@@ -28,7 +28,7 @@ import sys
 from c4fast.game import parse_sizes
 from c4fast.runtime import atomic_write_bytes, atomic_write_json, raise_on_interrupt, setup_logging
 
-log = logging.getLogger("selfplay.rate")
+log = logging.getLogger("selfplay.evaluation.rate")
 
 
 class RateError(ValueError):
@@ -63,7 +63,7 @@ def _played(records, a: str, b: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m selfplay.rate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.evaluation.rate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="checkpoint files or directories of model_XXXXXXXX.pt")
     ap.add_argument("--out", required=True, help="directory for games.jsonl, ratings.json, ratings.csv")
@@ -117,8 +117,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
 
     from nets.checkpoint import checkpoint_step
-    from selfplay.arena import play_match
-    from selfplay.elo import fit_ratings, load_records
+    from selfplay.evaluation.arena import play_match
+    from selfplay.evaluation.elo import fit_ratings, load_records
 
     games = os.path.join(args.out, "games.jsonl")
     records = load_records([games]) if os.path.exists(games) else []

@@ -1,4 +1,4 @@
-"""`python -m nets.bench [SECTION ...]`: network and inference figures, one JSON line each.
+"""`python -m selfplay.bench.nets [SECTION ...]`: network and inference figures, one JSON line each.
 
 Sections (default: all but ``gpu`` on a machine without CUDA), each line has a ``"bench"`` key:
 
@@ -45,7 +45,7 @@ from nets import MODELS_DIR
 from nets import shm_queue as q
 from nets.config import PLAY_FORWARDS, PRESETS, get_preset
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = {"cpu_small": str(MODELS_DIR / "c4fast_cpu.pt")}  # preset -> trained weights
 SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "play",
             "gpu")
@@ -463,7 +463,7 @@ def main(argv=None) -> int:
     from nets.backends import BACKENDS
     from nets.server import ServerConfig
 
-    ap = argparse.ArgumentParser(prog="python -m nets.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.bench.nets", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sections", nargs="*", help=f"sections to run: {', '.join(SECTIONS)} (default: all)")
     ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per figure (default 1)")

@@ -12,7 +12,7 @@ status, or 503/504 when the engines are busy or too slow, and never change a gam
   verdict per column on boards it solves quickly, 6x7 in practice).
 
 docs/WEB.md documents the fields and the security model. Engines run in worker processes
-(:mod:`selfplay.web.engines`); games live in memory (:class:`~selfplay.web.games.GameStore`).
+(:mod:`selfplay.apps.web.engines`); games live in memory (:class:`~selfplay.apps.web.games.GameStore`).
 """
 
 from __future__ import annotations
@@ -34,25 +34,25 @@ from starlette.staticfiles import StaticFiles
 
 import c4fast
 from c4fast.players.solver import fits_one_word
-from selfplay.web import games as gm
-from selfplay.web.engines import EnginePool
-from selfplay.web.security import MAX_WORKERS, MODEL_UNAVAILABLE, WEB_LIMITS, ClientSlots, ModelDirs, RequestGuard
+from selfplay.apps.web import games as gm
+from selfplay.apps.web.engines import EnginePool
+from selfplay.apps.web.security import MAX_WORKERS, MODEL_UNAVAILABLE, WEB_LIMITS, ClientSlots, ModelDirs, RequestGuard
 
-log = logging.getLogger("selfplay.web")
+log = logging.getLogger("selfplay.apps.web")
 
 ANALYSES_KEPT = 8  # analyses cached per game (the newest positions)
 
 
 def package_models_dir() -> str:
     """The repository's ``models/`` (the shipped networks): always an allowed model directory."""
-    from selfplay.saiblo import DEFAULT_MODEL
+    from selfplay.apps.saiblo import DEFAULT_MODEL
 
     return os.path.dirname(DEFAULT_MODEL)
 
 
 def default_engine() -> str:
     """The shipped network with 200 playouts if present, else ``uct:2000``."""
-    from selfplay.saiblo import DEFAULT_MODEL
+    from selfplay.apps.saiblo import DEFAULT_MODEL
 
     if not os.path.exists(DEFAULT_MODEL):
         return "uct:2000"
@@ -390,7 +390,7 @@ def create_app(config: WebConfig | None = None) -> Starlette:
         Route("/api/move", _errors(move), methods=["POST"]),
         Route("/api/undo", _errors(undo), methods=["POST"]),
         Route("/api/analyse", _errors(analyse), methods=["POST"]),
-        Mount("/static", StaticFiles(packages=[("selfplay.web", "static")]), name="static"),
+        Mount("/static", StaticFiles(packages=[("selfplay.apps.web", "static")]), name="static"),
     ]
     guard = Middleware(RequestGuard, names=config.allow_hosts)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])

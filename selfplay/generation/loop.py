@@ -1,8 +1,8 @@
-"""`c4fast loop` (`python -m selfplay.loop`): the whole AlphaZero loop in one command.
+"""`c4fast loop` (`python -m selfplay.generation.loop`): the whole AlphaZero loop in one command.
 
 The loop's presets and config (:class:`LoopConfig`, :data:`PRESETS`) and its local
-placement: :class:`selfplay.orchestrator.Orchestrator` with :class:`LocalPlacement`,
-which runs self-play (``selfplay.run`` following the trainer's checkpoints) and the
+placement: :class:`selfplay.generation.orchestrator.Orchestrator` with :class:`LocalPlacement`,
+which runs self-play (``selfplay.generation.run`` following the trainer's checkpoints) and the
 trainer in follow mode (``nets.train``) as child processes, each started with a JSON
 config file written by this process; the orchestrator runs a periodic arena evaluation
 of each new checkpoint against fixed anchors, with Elo ratings fitted on all games so
@@ -12,7 +12,7 @@ far. Everything lives under ``--dir``::
     DIR/config/          selfplay.json, train.json: what the children were started with
     DIR/data/            self-play shards (HDF5)
     DIR/train/           train_state.pt, models/model_XXXXXXXX.pt, tb/ (TensorBoard)
-    DIR/arena/games.jsonl  every evaluation game (selfplay.elo reads it)
+    DIR/arena/games.jsonl  every evaluation game (selfplay.evaluation.elo reads it)
     DIR/ratings.json     latest Elo fit;  DIR/elo_curve.csv  Elo per checkpoint
     DIR/logs/            loop.log, selfplay.log, train.log
 
@@ -45,11 +45,11 @@ from c4fast.runtime import (LockedError, cpu_seconds, die_with_parent, forget_ha
                             raise_on_interrupt, setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
-from selfplay.config import RunConfig, SelfPlayConfig
-from selfplay.evaluation import EvalConfig
-from selfplay.orchestrator import Orchestrator, OrchestratorError, stored_config
+from selfplay.generation.config import RunConfig, SelfPlayConfig
+from selfplay.evaluation.periodic import EvalConfig
+from selfplay.generation.orchestrator import Orchestrator, OrchestratorError, stored_config
 
-log = logging.getLogger("selfplay.loop")
+log = logging.getLogger("selfplay.generation.loop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,12 +152,12 @@ LOOP_MANAGED = frozenset({"selfplay.model", "selfplay.out", "selfplay.time", "se
 
 
 class LocalPlacement:
-    """The loop's processes on this machine: ``selfplay.run`` and ``nets.train`` as child
+    """The loop's processes on this machine: ``selfplay.generation.run`` and ``nets.train`` as child
     processes (own process groups, dying with this process), each started with its config
     as a JSON file in ``DIR/config/``, logging to ``DIR/logs/``."""
 
     state_file = "loop.json"
-    lock_name = "selfplay.loop"
+    lock_name = "selfplay.generation.loop"
 
     def __init__(self):
         self.procs: dict[str, subprocess.Popen] = {}
@@ -178,7 +178,7 @@ class LocalPlacement:
             os.setsid()
             die_with_parent(signal.SIGTERM, parent)
 
-        for name, module in (("selfplay", "selfplay.run"), ("train", "nets.train")):
+        for name, module in (("selfplay", "selfplay.generation.run"), ("train", "nets.train")):
             out = open(os.path.join(run.logs, f"{name}.log"), "a")
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", module, "--config", os.path.join(conf, f"{name}.json")],
@@ -251,7 +251,7 @@ def _read_json(path: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     """``--preset``/``--dir`` plus flags derived from :class:`LoopConfig` (nested ones
     prefixed: ``--selfplay.full-playouts``, ``--train.lr``, ``--eval.pairs``)."""
-    ap = argparse.ArgumentParser(prog="python -m selfplay.loop", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.generation.loop", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default=None, choices=sorted(PRESETS),
                     help="loop preset for a new run (default cpu; a resumed run keeps its own)")

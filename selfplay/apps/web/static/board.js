@@ -1,4 +1,4 @@
-// c4fast web board: talks to the JSON API of selfplay.web (docs/WEB.md); same-origin JSON POSTs only.
+// c4fast web board: talks to the JSON API of selfplay.apps.web (docs/WEB.md); same-origin JSON POSTs only.
 // Row 0 is the bottom; player 1 (red) moves first; columns are 0-based.
 "use strict";
 

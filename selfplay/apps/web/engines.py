@@ -27,11 +27,11 @@ from collections import OrderedDict
 import c4fast
 from c4fast.players.registry import SpecLimitError
 from nets.players import make_player, split_net_spec
-from selfplay.web.security import WEB_LIMITS
-from selfplay.web.games import BadRequest
-from selfplay.web.security import MODEL_UNAVAILABLE
+from selfplay.apps.web.security import WEB_LIMITS
+from selfplay.apps.web.games import BadRequest
+from selfplay.apps.web.security import MODEL_UNAVAILABLE
 
-log = logging.getLogger("selfplay.web")
+log = logging.getLogger("selfplay.apps.web")
 
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MAX_PLAYERS = 6  # players kept per worker (each may hold a network or search tables)
@@ -218,7 +218,7 @@ def worker_main(conn, seed: int) -> None:
         except BadRequest as e:
             reply = {"ok": False, "status": e.status, "error": e.message}
         except Exception as e:  # reported to the caller, the worker goes on
-            logging.getLogger("selfplay.web.worker").exception("request %s failed", req.get("op"))
+            logging.getLogger("selfplay.apps.web.worker").exception("request %s failed", req.get("op"))
             reply = {"ok": False, "status": 500, "error": f"engine error: {type(e).__name__}: {e}"}
         reply["id"] = req.get("id")
         conn.send(reply)

@@ -23,7 +23,7 @@ import os
 from contextlib import asynccontextmanager
 
 from c4fast.players.registry import SpecLimits
-from selfplay.web.games import BadRequest
+from selfplay.apps.web.games import BadRequest
 
 #: The one answer for a ``net:`` engine whose model cannot be used, whatever the reason
 #: (outside the allowed directories, missing, a directory without checkpoints, unreadable,

@@ -738,7 +738,7 @@ def sprt(records: Iterable[Mapping], a: str, b: str, elo0: float = 0.0, elo1: fl
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m selfplay.elo",
+        prog="python -m selfplay.evaluation.elo",
         description="Maximum-likelihood Elo ratings (Davidson model with first-move advantage) "
                     "from arena JSON-lines game records, and an optional SPRT.",
         epilog="Exit codes: 0 ok, 2 bad arguments or input (one error line on stderr).")

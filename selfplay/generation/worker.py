@@ -25,7 +25,7 @@ from c4fast.config import SearchConfig
 from c4fast.evaluators import column_plane
 from c4fast.mcts import BatchedMCTS, choose_move, run_search
 from c4fast.protocols import Evaluator, ZeroCopyEvaluator
-from selfplay.config import SelfPlayConfig
+from selfplay.generation.config import SelfPlayConfig
 
 
 SERVER_ERROR_EXIT = 3  # a worker's exit code when the inference server failed or refused
@@ -183,7 +183,7 @@ class SelfPlayEngine:
 class WorkerSpec:
     """What one worker process needs (picklable).
 
-    Identity: ``node_tag`` (the machine), ``incarnation`` (the ``selfplay.run`` invocation
+    Identity: ``node_tag`` (the machine), ``incarnation`` (the ``selfplay.generation.run`` invocation
     on it, random by default), ``index`` (the worker) and ``restart`` (how often it was
     restarted) together seed the games and number them, so no two incarnations anywhere
     replay the same games or reuse a game id; all are recorded in the shard.

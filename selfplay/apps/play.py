@@ -1,4 +1,4 @@
-"""`python -m selfplay.play`: play Connect Four against an engine in the terminal.
+"""`python -m selfplay.apps.play`: play Connect Four against an engine in the terminal.
 
 Shows the board (top row first, '#' the forbidden cell), and after every engine move
 its win/draw/loss estimate and the moves it considered. Type a column number to move,
@@ -16,7 +16,7 @@ import numpy as np
 
 import c4fast
 from c4fast.board import RULES
-from selfplay.config import parse_sizes
+from selfplay.generation.config import parse_sizes
 
 
 def _describe(a: dict) -> str:
@@ -39,7 +39,7 @@ def main(argv=None, inp=None, out=None) -> int:
     from c4fast.players.registry import spec_help
     from nets.players import make_player
 
-    ap = argparse.ArgumentParser(prog="python -m selfplay.play", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.apps.play", description=__doc__,
                                  epilog="player specs:\n" + spec_help(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", default=None, help="opponent spec (default: shipped net, 400 playouts)")
@@ -48,7 +48,7 @@ def main(argv=None, inp=None, out=None) -> int:
     ap.add_argument("--second", action="store_true", help="let the engine move first")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args(argv)
-    from selfplay.saiblo import DEFAULT_MODEL
+    from selfplay.apps.saiblo import DEFAULT_MODEL
 
     try:
         spec = args.engine or f"net:{DEFAULT_MODEL}:400"

@@ -9,7 +9,7 @@ keep the position's game-theoretic result (a slower win still counts; in a lost 
 every move does; :meth:`Solver.outcome_moves`).  One JSON line per file, then one line
 with the totals::
 
-    python -m selfplay.solverbench --player greedy [--files PATH ...] [--limit 200]
+    python -m selfplay.evaluation.solverbench --player greedy [--files PATH ...] [--limit 200]
 
 ``Test_L1_R3`` (opening positions with 29..40 moves left) takes minutes per position
 to solve without an opening book, so the default file list skips it (a note goes to
@@ -188,7 +188,7 @@ def export_solved(path: Path, files: list[Path], limit: int | None, solver: sv.S
         print(json.dumps({"file": f.name, "positions": len(todo),
                           "seconds": round(time.perf_counter() - t0, 3)}), flush=True)
     header = ("Optimal and result-keeping columns of Pons's 6x7 positions, solved by "
-              "c4fast.players.solver.\nWritten by: python -m selfplay.solverbench --export-solved "
+              "c4fast.players.solver.\nWritten by: python -m selfplay.evaluation.solverbench --export-solved "
               f"PATH --limit {limit or 0} --files " + " ".join(f.name for f in files))
     write_solved_table(path, entries, header)
     print(json.dumps({"file": "all", "positions": len(entries), "table": str(path)}), flush=True)
@@ -213,7 +213,7 @@ def make_model_players(path: str, playouts: int) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m selfplay.solverbench",
+        prog="python -m selfplay.evaluation.solverbench",
         description="Fraction of optimal moves of a player on Pons's 6x7 positions (JSON lines).",
     )
     who = ap.add_mutually_exclusive_group(required=True)

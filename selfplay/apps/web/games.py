@@ -7,7 +7,7 @@ column is 0-based; ``human`` is the colour (1 or 2) the person plays.
 Notations of a game's moves:
 
 * **Saiblo**: each move as the ladder protocol writes it, ``"x y"`` with ``x`` the row
-  counted from the TOP and ``y`` the column (see :mod:`selfplay.saiblo`).
+  counted from the TOP and ``y`` the column (see :mod:`selfplay.apps.saiblo`).
 * **replay string**: ``HxW[@ROW,COL]:c1,c2,...`` — the board, the forbidden cell (row
   from the bottom, column; absent for none) and the columns played, e.g.
   ``9x10@0,4:4,5,4`` or ``6x7:3,3,2``. :func:`parse_replay` reads it back.

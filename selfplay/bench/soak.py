@@ -1,7 +1,7 @@
 """`c4fast soak`: run the loop and the web board for a long time and watch every process's
 memory and open files (issue 37's one-hour soak).
 
-Starts ``selfplay.loop --preset PRESET --minutes M`` and ``selfplay.web`` on loopback with
+Starts ``selfplay.generation.loop --preset PRESET --minutes M`` and ``selfplay.apps.web`` on loopback with
 ``--clients`` synthetic players (each: a new game on a random board against one of a few
 engines, moves until the game ends, an analysis now and then, a pause of ``--pause``
 seconds between requests: a bounded load), and samples every ``--every`` seconds each
@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-log = logging.getLogger("selfplay.soak")
+log = logging.getLogger("selfplay.bench.soak")
 
 #: engines the synthetic clients play against (cheap enough for a 2-core machine)
 CLIENT_ENGINES = ("greedy", "uct:2000", "alphabeta:0.05", "net:{model}:100", "net:{model}:0.1s")
@@ -65,7 +65,7 @@ def process_tree(root: int) -> list[int]:
 
 
 def role_of(pid: int, root_role: str) -> str:
-    """A stable name for a process: the module it runs (``selfplay.run``, ``nets.train``,
+    """A stable name for a process: the module it runs (``selfplay.generation.run``, ``nets.train``,
     ...), ``ROOT/mp`` for multiprocessing children, else the executable."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -269,10 +269,10 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         if not args.no_loop:
-            roots["loop"] = _start(["selfplay.loop", "--preset", args.preset, "--dir", str(out / "loop"),
+            roots["loop"] = _start(["selfplay.generation.loop", "--preset", args.preset, "--dir", str(out / "loop"),
                                     "--minutes", str(args.minutes)], out / "loop.log")
         if not args.no_web:
-            roots["web"] = _start(["selfplay.web", "--port", "0", "--workers", "2"], out / "web.log")
+            roots["web"] = _start(["selfplay.apps.web", "--port", "0", "--workers", "2"], out / "web.log")
             url = _web_url(out / "web.log", roots["web"])
             for i in range(args.clients):
                 th = threading.Thread(target=client, args=(url, engines, i, args.pause, stop, stats), daemon=True)

@@ -1,13 +1,13 @@
-"""`python -m selfplay.compare`: did a change help? Two players, one opponent, the same boards.
+"""`python -m selfplay.evaluation.compare`: did a change help? Two players, one opponent, the same boards.
 
-Takes two arena game files (JSON lines, ``selfplay.arena --out``), each one match of a
+Takes two arena game files (JSON lines, ``selfplay.evaluation.arena --out``), each one match of a
 player against a common opponent, played with the same ``--seed``, ``--sizes`` and
 ``--forbidden``: pair k is then the same board (size, forbidden cell, opening) in both
 files. Example: is the new net better than the shipped one against alpha-beta?
 
-    python -m selfplay.arena net:new.pt:0.2s alphabeta:0.2 --pairs 100 --seed 5000 --out new.jsonl
-    python -m selfplay.arena net:models/c4fast_cpu.pt:0.2s alphabeta:0.2 --pairs 100 --seed 5000 --out old.jsonl
-    python -m selfplay.compare new.jsonl old.jsonl
+    python -m selfplay.evaluation.arena net:new.pt:0.2s alphabeta:0.2 --pairs 100 --seed 5000 --out new.jsonl
+    python -m selfplay.evaluation.arena net:models/c4fast_cpu.pt:0.2s alphabeta:0.2 --pairs 100 --seed 5000 --out old.jsonl
+    python -m selfplay.evaluation.compare new.jsonl old.jsonl
 
 Conventions: a pair's score is the player's points over its two games (win 1, draw 1/2,
 loss 0) divided by 2, so it is one of 0, 1/4, 1/2, 3/4, 1. The comparison is game by
@@ -35,7 +35,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from selfplay.elo import load_records
+from selfplay.evaluation.elo import load_records
 
 #: z of the two-sided 95 % normal interval
 Z95 = 1.959963984540054
@@ -80,7 +80,7 @@ def _board(rec: Mapping, where: str) -> tuple:
                  tuple(int(m) for m in rec["moves"][:opening]))
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: a game record lacks its board (height, width, forbidden, moves, "
-                         f"opening): {e!r}; compare reads files written by selfplay.arena --out") from None
+                         f"opening): {e!r}; compare reads files written by selfplay.evaluation.arena --out") from None
     return board
 
 
@@ -106,7 +106,7 @@ def pair_scores(records: Sequence[Mapping], opponent: str, where: str = "records
         pair = r.get("pair")
         if isinstance(pair, bool) or not isinstance(pair, int):
             raise ValueError(f"{where}: a game record has no integer 'pair' (got {pair!r}); "
-                             "compare reads files written by selfplay.arena --out")
+                             "compare reads files written by selfplay.evaluation.arena --out")
         games.setdefault(pair, []).append(r)
     out: dict[int, tuple[float, tuple]] = {}
     for pair, gs in sorted(games.items()):
@@ -178,7 +178,7 @@ def _fmt(board: tuple) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m selfplay.compare", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.evaluation.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exit codes: 0 ok, 2 bad arguments or input (one error line on stderr).")
     ap.add_argument("a", metavar="A.jsonl", help="player A's match against the opponent")

@@ -1,16 +1,18 @@
-"""`python -m selfplay.bench`: every c4fast benchmark from one place.
+"""`c4fast bench` (`python -m selfplay.bench`): every c4fast benchmark from one place.
 
-Each benchmark prints JSON lines whose ``"bench"`` key names the measurement. The
-implementations live in the layer they measure (``c4fast.bench`` for rules, search,
-bots and the solver; ``nets.bench`` for the net, the server and the trainer); this
-command lists them and runs any of them in a fresh process, so one benchmark's thread
-pools or allocator state never colour the next.
+The benchmark modules live here: ``rules`` (rules, search, bots, the solver, the endgame
+solve), ``nets`` (the net, the CPU engines, the server, the roofline), ``gpucheck`` (the GPU
+acceptance check) and ``soak`` (hours of the loop and the web board, memory watched); the
+trainer's own is ``nets.train --bench``. Each prints JSON lines whose ``"bench"`` key names
+the measurement, with the machine it ran on. This command lists them and runs any of them
+in a fresh process, so one benchmark's thread pools or allocator state never colour the
+next.
 
     python -m selfplay.bench --list
     python -m selfplay.bench rules search        # several in a row
     python -m selfplay.bench all                 # everything (minutes)
 
-Self-play end to end is measured by ``python -m selfplay.run`` itself: its final JSON
+Self-play end to end is measured by ``python -m selfplay.generation.run`` itself: its final JSON
 summary (samples/s, evals/s, playouts/s, batch fill) is the benchmark.
 """
 
@@ -22,14 +24,15 @@ import sys
 
 #: name -> (command, what it reports)
 BENCHMARKS: dict[str, tuple[list[str], str]] = {
-    "rules": (["-m", "c4fast.bench", "rules"], "random / sensible moves/s, perft nodes/s, first-call time"),
-    "search": (["-m", "c4fast.bench", "search"], "batched MCTS playouts/s (1 and 8 leaves), MCGS playouts/s"),
-    "bots": (["-m", "c4fast.bench", "bots"], "choose() calls/s of each baseline bot, greedy vs random games/s"),
-    "solver": (["-m", "c4fast.bench", "solver"], "exact 6x7 solver positions/s on Pons's files"),
-    "endgame": (["-m", "c4fast.bench", "endgame"], "net player's exact endgame solve seconds by empty cells"),
-    "nets": (["-m", "nets.bench"], "roofline, evals/s and fraction of peak, CPU engines, server vs direct, "
+    "rules": (["-m", "selfplay.bench.rules", "rules"], "random / sensible moves/s, perft nodes/s, first-call time"),
+    "search": (["-m", "selfplay.bench.rules", "search"], "batched MCTS playouts/s (1 and 8 leaves), MCGS playouts/s"),
+    "bots": (["-m", "selfplay.bench.rules", "bots"], "choose() calls/s of each baseline bot, greedy vs random games/s"),
+    "solver": (["-m", "selfplay.bench.rules", "solver"], "exact 6x7 solver positions/s on Pons's files"),
+    "endgame": (["-m", "selfplay.bench.rules", "endgame"], "net player's exact endgame solve seconds by empty cells"),
+    "nets": (["-m", "selfplay.bench.nets"], "roofline, evals/s and fraction of peak, CPU engines, server vs direct, "
                                    "playouts of the net player in 0.2 s per forward"),
     "train": (["-m", "nets.train", "--bench"], "trainer samples/s on synthetic data"),
+    "gpucheck": (["-m", "selfplay.bench.gpucheck"], "GPU acceptance: graphs, server, self-play, trainer (CUDA)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""`python -m nets.gpucheck`: the GPU acceptance check, one JSON line per result.
+"""`python -m selfplay.bench.gpucheck`: the GPU acceptance check, one JSON line per result.
 
 Without CUDA it prints one line saying so and exits 0 (CI runs it). With CUDA, on
 ``cuda:0`` (and ``cuda:1`` when present), in about 15 minutes (7 of them the self-play figure):
@@ -19,7 +19,7 @@ bf16 tensor-core peak of the device and the net's conv/linear FLOPs,
   4. ``graph_replay``: raw replays per size and bucket (no host copies), evals/s;
   5. ``forward_kinds``: eager vs BN-folded vs torch.compile'd graphs on 12x12;
   6. ``server``: evals/s through shared memory with host copies, several clients;
-  7. ``selfplay``: ``selfplay.run --gpus 1`` end to end with b3c128nbt and all usable
+  7. ``selfplay``: ``selfplay.generation.run --gpus 1`` end to end with b3c128nbt and all usable
      cores: evals/s, playouts/s, samples/s (whole run and steady state);
   8. ``train``: trainer samples/s (bf16 autocast, 16 sizes per step);
   9. ``memory``: GPU memory of one server's graphs and of the device.
@@ -44,7 +44,7 @@ import torch
 import c4fast
 from c4fast.game import SAIBLO_SIZES
 
-log = logging.getLogger("nets.gpucheck")
+log = logging.getLogger("selfplay.bench.gpucheck")
 
 SAIBLO = SAIBLO_SIZES
 
@@ -307,7 +307,7 @@ _STATUS = re.compile(r"selfplay\.run:\s+(\d+)s games (\d+)\s+samples (\d+) \(([\
 
 
 def steady_rates(stdout: str) -> dict | None:
-    """Steady-state samples/s and evals/s of a selfplay.run log, measured from the first
+    """Steady-state samples/s and evals/s of a selfplay.generation.run log, measured from the first
     status line after the first game was written (start-up, i.e. graph capture and the
     first games, excluded) to the last one. Each status line holds cumulative averages
     since the start. ``serving_from_s``: the first status line with evals > 0 (the
@@ -325,24 +325,24 @@ def steady_rates(stdout: str) -> dict | None:
 
 
 def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") -> None:
-    """7. selfplay.run --gpus 1 end to end ('seconds' include the start-up: capturing the
+    """7. selfplay.generation.run --gpus 1 end to end ('seconds' include the start-up: capturing the
     16 sizes x 28 buckets took 141 s on an H100 with 16 cores, so the steady-state
     window starts after the first games; a run that wrote no game is an error)."""
     from nets.config import get_preset
 
     out = os.path.join(tmp, "selfplay")
-    cmd = [sys.executable, "-m", "selfplay.run", "--gpus", "1", "--preset", preset, "--time", str(seconds),
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--gpus", "1", "--preset", preset, "--time", str(seconds),
            "--out", out, "--status-every", "15", "--samples-per-shard", "100000"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"selfplay.run exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+        raise RuntimeError(f"selfplay.generation.run exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     summ = json.loads(lines[-1])
     summ.pop("shards", None)
     steady = steady_rates(proc.stderr)  # status lines are log lines (stderr)
     if steady is None:
-        raise RuntimeError(f"selfplay.run wrote games in fewer than two status intervals of {seconds:.0f} s "
+        raise RuntimeError(f"selfplay.generation.run wrote games in fewer than two status intervals of {seconds:.0f} s "
                            "(start-up longer than the run?): raise --selfplay-seconds")
     flops = mean_flops(get_preset(preset))
     _emit({"bench": "selfplay", "preset": preset, "usable_cores": len(os.sched_getaffinity(0)),
@@ -362,12 +362,12 @@ def bench_train(peak, per_sizes=(16, 128), preset: str = "b3c128nbt") -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nets.gpucheck", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.bench.gpucheck", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="b3c128nbt", help="network preset (default b3c128nbt)")
     ap.add_argument("--max-batch", type=int, default=4096, help="largest bucket of the graph check (4096)")
     ap.add_argument("--selfplay-seconds", type=float, default=420.0,
-                    help="selfplay.run --time, start-up included (420; capture alone took 141 s on an H100)")
+                    help="selfplay.generation.run --time, start-up included (420; capture alone took 141 s on an H100)")
     ap.add_argument("--replay-seconds", type=float, default=0.05, help="timed seconds per replay figure (0.05)")
     ap.add_argument("--quick", action="store_true", help="two board sizes and short figures (smoke test)")
     ap.add_argument("--skip-selfplay", action="store_true", help="skip the end-to-end self-play figure")

@@ -1,4 +1,4 @@
-"""`python -m selfplay.run`: multi-process self-play writing crash-safe HDF5 shards.
+"""`python -m selfplay.generation.run`: multi-process self-play writing crash-safe HDF5 shards.
 
 Starts one inference server per GPU (or one on the CPU with ``--gpus 0``) and W worker
 processes; each worker plays G games at once through the batched MCTS, rotating over
@@ -28,14 +28,14 @@ from c4fast.cli import ConfigError, add_config_arguments, config_from_args, conf
 from c4fast.encode import NUM_PLANES
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
                             ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
-from selfplay.config import RunConfig, default_node_tag
+from selfplay.generation.config import RunConfig, default_node_tag
 
-log = logging.getLogger("selfplay.run")
+log = logging.getLogger("selfplay.generation.run")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Flags derived from :class:`RunConfig` (and its nested search / self-play configs)."""
-    ap = argparse.ArgumentParser(prog="python -m selfplay.run", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m selfplay.generation.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", metavar="FILE.json", default=None,
                     help="start from this RunConfig JSON (flags given as well override it)")
@@ -126,7 +126,7 @@ class WorkerSupervisor:
     seeds, game ids and shard names differ from every earlier incarnation's."""
 
     def __init__(self, ctx, specs: list, handles_of, stop, stats_q, max_restarts: int):
-        from selfplay.worker import worker_main
+        from selfplay.generation.worker import worker_main
 
         self._target = worker_main
         self.ctx, self.specs, self.handles_of, self.stop = ctx, list(specs), handles_of, stop
@@ -191,7 +191,7 @@ class WorkerSupervisor:
     # -------------------------------------------------------------- supervision
     def poll(self, now: float) -> str | None:
         """Restart workers that died (after their back-off); the run's fatal failure, if any."""
-        from selfplay.worker import SERVER_ERROR_EXIT
+        from selfplay.generation.worker import SERVER_ERROR_EXIT
 
         for w, p in enumerate(self.procs):
             if p.is_alive() or p.exitcode == 0 or self.stop.is_set():
@@ -283,12 +283,12 @@ def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
     from nets.server import ServerConfig, start_server
-    from selfplay.worker import WorkerSpec
+    from selfplay.generation.worker import WorkerSpec
 
     ctx = mp.get_context("spawn")
     start_resource_tracker()
     os.makedirs(cfg.out, exist_ok=True)
-    lock = DirLock(cfg.out, "selfplay.run")  # one run per shard directory (LockedError otherwise)
+    lock = DirLock(cfg.out, "selfplay.generation.run")  # one run per shard directory (LockedError otherwise)
     remove_stale_temps(cfg.out)  # under the lock, leftovers of a killed writer are never shards
     node_tag = cfg.node_tag or default_node_tag()
     # this invocation's identity on the node: seeds, game ids and shard names derive from it

@@ -4,12 +4,12 @@ The :class:`Orchestrator` owns the run directory and everything about the run th
 not depend on where the processes live: the directory lock, the state file (settings, run
 time so far, evaluated checkpoints, latest Elo), the time budget across resumes, the
 periodic evaluation of the newest checkpoint, the status line and the summary. A
-:class:`Placement` owns the processes: :class:`selfplay.loop.LocalPlacement` runs
-``selfplay.run`` and ``nets.train`` as child processes of this machine,
+:class:`Placement` owns the processes: :class:`selfplay.generation.loop.LocalPlacement` runs
+``selfplay.generation.run`` and ``nets.train`` as child processes of this machine,
 :class:`selfplay.cluster.driver.RayPlacement` runs them in Ray actors on many nodes and
 moves shards and checkpoints between them. Both get their children's configs from
 :meth:`Orchestrator.child_configs`, the one config path (every knob of
-:class:`selfplay.loop.LoopConfig` is a flag of both commands).
+:class:`selfplay.generation.loop.LoopConfig` is a flag of both commands).
 
 Layout of DIR (both placements)::
 
@@ -40,7 +40,7 @@ from typing import Protocol
 from c4fast.cli import ConfigError, config_from_dict, config_to_dict
 from c4fast.runtime import DirLock, atomic_write_json, check_interrupt, ignore_interrupts
 
-log = logging.getLogger("selfplay.orchestrator")
+log = logging.getLogger("selfplay.generation.orchestrator")
 
 
 class OrchestratorError(RuntimeError):
@@ -88,7 +88,7 @@ def stored_config(cls, run_dir: str, state_file: str):
 
 class Orchestrator:
     """One invocation of a training run over `run_dir` with `cfg` (a
-    :class:`selfplay.loop.LoopConfig`) and a `placement`."""
+    :class:`selfplay.generation.loop.LoopConfig`) and a `placement`."""
 
     def __init__(self, cfg, run_dir: str, placement: Placement):
         self.cfg = cfg
@@ -165,7 +165,7 @@ class Orchestrator:
         """Rate the newest checkpoint against the anchors unless it is rated; True if it was."""
         from c4fast.board import RULES
         from nets.checkpoint import latest_checkpoint
-        from selfplay.evaluation import rate_checkpoint
+        from selfplay.evaluation.periodic import rate_checkpoint
 
         path = latest_checkpoint(self.models)
         if path is None or path in self.state["evaluated"]:

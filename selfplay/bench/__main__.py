@@ -1,0 +1,5 @@
+import sys
+
+from selfplay.bench import main
+
+sys.exit(main())
