@@ -74,7 +74,7 @@ from c4fast.mcts import (
     UNEXPANDED,
     landing_softmax,
 )
-from c4fast.puct import exploration_scale, fpu_value, puct_score
+from c4fast.puct import child_totals, exploration_scale, fpu_value, puct_score
 
 NO_NODE = -1
 PROOF_NONE = 0
@@ -251,14 +251,7 @@ def _select_edge(gr, node, params):
             return -1
     first = gr.first_edge[node]
     ne = gr.num_edges[node]
-    total = 0.0
-    visited_mass = 0.0
-    for i in range(ne):
-        e = first + i
-        w = gr.edge_visits[e] + gr.edge_inflight[e]
-        total += w
-        if w > 0:
-            visited_mass += gr.edge_prior[e]
+    total, visited_mass = child_totals(gr.edge_visits, gr.edge_inflight, gr.edge_prior, first, ne)
     sqrt_total = exploration_scale(total)
     parent_q = -gr.q[node] if gr.visits[node] > 0 else 0.0
     fpu = fpu_value(parent_q, visited_mass, params.fpu_reduction)

@@ -55,7 +55,7 @@ from c4fast.config import KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
 from c4fast.game import IllegalMove, check_setup
 from c4fast.protocols import Evaluator
-from c4fast.puct import exploration_scale, fpu_value, puct_score
+from c4fast.puct import child_totals, exploration_scale, fpu_value, puct_score
 from c4fast.rollout import make_rng, uniform
 
 UNEXPANDED = -1
@@ -206,14 +206,7 @@ def select_child(tree, node, is_forcing_root, params):
     """Index of the child of `node` with the best PUCT score (virtual loss included)."""
     first = tree.first_child[node]
     n = tree.num_children[node]
-    total = 0.0
-    visited_mass = 0.0
-    for i in range(n):
-        c = first + i
-        w = tree.visits[c] + tree.inflight[c]
-        total += w
-        if w > 0:
-            visited_mass += tree.prior[c]
+    total, visited_mass = child_totals(tree.visits, tree.inflight, tree.prior, first, n)
     sqrt_total = exploration_scale(total)
     if tree.visits[node] > 0:
         parent_q = -tree.value_sum[node] / tree.visits[node]

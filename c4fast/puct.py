@@ -16,6 +16,20 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
+def child_totals(visits, inflight, prior, first, n):
+    """(S, prior mass of visited children) over the children ``first .. first + n - 1``
+    (visits and virtual losses in `visits` and `inflight`, priors in `prior`)."""
+    total = 0.0
+    visited_mass = 0.0
+    for i in range(n):
+        w = visits[first + i] + inflight[first + i]
+        total += w
+        if w > 0:
+            visited_mass += prior[first + i]
+    return total, visited_mass
+
+
+@njit(cache=True, inline="always")
 def exploration_scale(total_visits):
     """sqrt(1 + S), S the visits (and virtual losses) of all children."""
     return math.sqrt(1.0 + total_visits)

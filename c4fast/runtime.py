@@ -98,6 +98,16 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     atomic_write(path, lambda f: f.write(data))
 
 
+def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+    """The JSON in `path`, or `default` ({} if None) when it is missing or unreadable
+    (a status file read while its writer replaces it atomically is never half-written)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {} if default is None else default
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
     """Atomically replace `path` with ``json.dumps(obj)`` (UTF-8, trailing newline)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=indent) + "\n").encode())

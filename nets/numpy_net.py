@@ -186,12 +186,20 @@ def _read_export(path: str) -> tuple[NetConfig, dict, dict[str, np.ndarray]]:
                 raise ValueError(f"{path!r} member {key!r} is not a JSON string")
             texts[key] = str(a)
         try:
-            config = NetConfig.from_dict(json.loads(texts["__config__"]))
+            stored = json.loads(texts["__config__"])
             meta = json.loads(texts["__meta__"])
         except ValueError as e:
             raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from None
-        if not isinstance(meta, dict):
-            raise ValueError(f"{path!r} is not a c4fast numpy net: __meta__ is not a JSON object")
+        if not isinstance(meta, dict) or not isinstance(stored, dict):
+            raise ValueError(f"{path!r} is not a c4fast numpy net: __meta__ or __config__ is not a JSON object")
+        # the encoding first: a file of another version is refused by name, not by a field bound
+        why = encoding_mismatch(meta.get("encoding_version"), meta.get("num_planes"), stored.get("in_planes"))
+        if why and meta.get("format") == NUMPY_FORMAT:
+            raise ValueError(f"{path!r} does not fit: {why}")
+        try:
+            config = NetConfig.from_dict(stored)
+        except ValueError as e:
+            raise ValueError(f"{path!r} is not a c4fast numpy net: {e}") from None
         shapes = export_shapes(config)
         extra = sorted(members - set(shapes) - set(texts))
         missing = sorted(set(shapes) - members)

@@ -347,7 +347,7 @@ def test_play_game_plays_to_the_end():
 
 # ----------------------------------------------------------------------------- bench
 def test_bench_entry(capsys):
-    from c4fast import bench
+    from selfplay.bench import rules as bench
 
     assert bench.main(["bots", "--seconds", "0.02"]) == 0
     rec = json.loads(capsys.readouterr().out)

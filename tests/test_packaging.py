@@ -62,7 +62,8 @@ def venv(tmp_path_factory):
 def test_wheel_holds_every_package_and_data_file(venv):
     _, wheel = venv
     names = set(zipfile.ZipFile(wheel).namelist())
-    for pkg in ("c4fast", "c4fast/players", "nets", "selfplay", "selfplay/web", "selfplay/cluster"):
+    for pkg in ("c4fast", "c4fast/players", "nets", "selfplay", "selfplay/apps/web", "selfplay/cluster", "selfplay/generation",
+                "selfplay/evaluation", "selfplay/bench"):
         assert f"{pkg}/__init__.py" in names, pkg
     for f in ("nets/models/c4fast_cpu.npz", "nets/models/c4fast_cpu.pt", "nets/models/c4fast_gpu.npz",
               "nets/models/c4fast_std6x7.npz", "selfplay/apps/web/static/index.html"):

@@ -303,7 +303,7 @@ def bench_server(preset: str, seconds: float, peak, clients: int = 6, batch: int
         sq.close()
 
 
-_STATUS = re.compile(r"selfplay\.run:\s+(\d+)s games (\d+)\s+samples (\d+) \(([\d.]+)/s\)\s+evals (\d+)/s")
+_STATUS = re.compile(r"selfplay\.(?:generation\.)?run:\s+(\d+)s games (\d+)\s+samples (\d+) \(([\d.]+)/s\)\s+evals (\d+)/s")
 
 
 def steady_rates(stdout: str) -> dict | None:

@@ -50,7 +50,7 @@ import sys
 import time
 import uuid
 
-from c4fast.runtime import raise_on_interrupt
+from c4fast.runtime import raise_on_interrupt, read_json
 from nets.shards import list_shards
 from selfplay.generation.orchestrator import Orchestrator, OrchestratorError
 
@@ -243,7 +243,7 @@ class RayPlacement:
         self._rate = (now, samples)
         tr = self.statuses.get("trainer", {})
         step = next((s.get("steps") or s.get("step") for s in reversed(tr.get("summaries", [])) if s), 0)
-        train_status = _read_json(os.path.join(self.run.logs, "train_status.json")) if self.run else {}
+        train_status = read_json(os.path.join(self.run.logs, "train_status.json")) if self.run else {}
         parts = [f"{t}: spool {self.spooled.get(t, '?')} model {self.node_model.get(t) or '-'}" for t in self.nodes]
         note = (f"shards stored {self.uploads['stored']} ({self.uploads['duplicates']} duplicates skipped); "
                 f"trainer {self.latest[0] if self.latest else '-'}; " + "; ".join(parts))
@@ -506,14 +506,6 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[-1] if text else ''}"[:300]
 
 
-def _read_json(path: str) -> dict:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
 def build_parser() -> argparse.ArgumentParser:
     """``--preset``/``--dir``, every :class:`selfplay.generation.loop.LoopConfig` knob (``--train.lr``,
     ``--eval.pairs``, ...: the local loop's flags) and one flag per ClusterConfig field."""
@@ -538,22 +530,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from c4fast.cli import ConfigError, config_from_args
+    from c4fast.cli import ConfigError
     from c4fast.runtime import LockedError
     from selfplay.generation.loop import PRESETS, LoopConfig
-    from selfplay.generation.orchestrator import stored_config
+    from selfplay.generation.orchestrator import run_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[cluster %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     raise_on_interrupt()
     try:
         ccfg = ClusterConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ClusterConfig)})
-        if os.path.isfile(args.dir):
-            raise ConfigError(f"--dir {args.dir!r} is a file")
-        stored = stored_config(LoopConfig, args.dir, RayPlacement.state_file)
-        if stored is not None and args.preset is not None and args.preset != stored.preset:
-            raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
-        cfg = config_from_args(LoopConfig, args, stored if stored is not None else PRESETS[args.preset or "cpu"])
+        cfg = run_config(LoopConfig, args, PRESETS, RayPlacement.state_file)
         run = Orchestrator(cfg, args.dir, RayPlacement(ccfg))
         run.open()
         run.state["cluster"] = dataclasses.asdict(ccfg)

@@ -38,16 +38,16 @@ import sys
 import time
 from dataclasses import field
 
-from c4fast.cli import ConfigError, add_config_arguments, config_from_args, opt, save_config
+from c4fast.cli import ConfigError, add_config_arguments, opt, save_config
 from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
-from c4fast.runtime import (LockedError, cpu_seconds, die_with_parent, forget_handled_interrupt,
+from c4fast.runtime import (LockedError, cpu_seconds, read_json, die_with_parent, forget_handled_interrupt,
                             raise_on_interrupt, setup_logging)
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
 from selfplay.generation.config import RunConfig, SelfPlayConfig
 from selfplay.evaluation.periodic import EvalConfig
-from selfplay.generation.orchestrator import Orchestrator, OrchestratorError, stored_config
+from selfplay.generation.orchestrator import Orchestrator, OrchestratorError, run_config
 
 log = logging.getLogger("selfplay.generation.loop")
 
@@ -211,8 +211,8 @@ class LocalPlacement:
                 p.wait()
 
     def progress(self) -> dict:
-        sp = _read_json(os.path.join(self.run.logs, "selfplay_status.json"))
-        tr = _read_json(os.path.join(self.run.logs, "train_status.json"))
+        sp = read_json(os.path.join(self.run.logs, "selfplay_status.json"))
+        tr = read_json(os.path.join(self.run.logs, "train_status.json"))
         return {"games": sp.get("games", 0), "samples": sp.get("samples", 0),
                 "samples_per_s": sp.get("samples_per_s", 0), "evals_per_s": sp.get("evals_per_s", 0),
                 "train_step": tr.get("step", 0), "train_samples_per_s": tr.get("samples_per_s", 0),
@@ -240,14 +240,6 @@ class LocalPlacement:
         return {}
 
 
-def _read_json(path: str) -> dict:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
 def build_parser() -> argparse.ArgumentParser:
     """``--preset``/``--dir`` plus flags derived from :class:`LoopConfig` (nested ones
     prefixed: ``--selfplay.full-playouts``, ``--train.lr``, ``--eval.pairs``)."""
@@ -264,13 +256,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     raise_on_interrupt()
     try:
-        if os.path.isfile(args.dir):
-            raise ConfigError(f"--dir {args.dir!r} is a file")
-        stored = stored_config(LoopConfig, args.dir, LocalPlacement.state_file)
-        if stored is not None and args.preset is not None and args.preset != stored.preset:
-            raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
-        base = stored if stored is not None else PRESETS[args.preset or "cpu"]
-        cfg = config_from_args(LoopConfig, args, base)
+        cfg = run_config(LoopConfig, args, PRESETS, LocalPlacement.state_file)
         loop = Orchestrator(cfg, args.dir, LocalPlacement())
         setup_logging(os.path.join(args.dir, "logs", "loop.log"))
         loop.open()

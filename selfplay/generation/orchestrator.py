@@ -86,6 +86,20 @@ def stored_config(cls, run_dir: str, state_file: str):
         raise ConfigError(f"{path}: unreadable run state ({e}); move it away to start afresh") from None
 
 
+def run_config(cls, args, presets: dict, state_file: str):
+    """The config of the run in ``args.dir``: the one stored there (a resumed run keeps its
+    preset; another ``--preset`` is a ConfigError) or ``presets[args.preset or "cpu"]``,
+    with the flags given now applied (``c4fast.cli.config_from_args``)."""
+    from c4fast.cli import config_from_args
+
+    if os.path.isfile(args.dir):
+        raise ConfigError(f"--dir {args.dir!r} is a file")
+    stored = stored_config(cls, args.dir, state_file)
+    if stored is not None and args.preset is not None and args.preset != stored.preset:
+        raise ConfigError(f"{args.dir!r} holds a {stored.preset!r} run, not {args.preset!r}")
+    return config_from_args(cls, args, stored if stored is not None else presets[args.preset or "cpu"])
+
+
 class Orchestrator:
     """One invocation of a training run over `run_dir` with `cfg` (a
     :class:`selfplay.generation.loop.LoopConfig`) and a `placement`."""

@@ -1,0 +1,115 @@
+"""CPU precisions (issue 34): what the processor offers, the bf16 engine against eager fp32,
+and ``--forward auto``'s measured choice. Tests that need bf16 or int8 instructions skip
+cleanly on CPUs without them; nothing here asserts a speed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nets import precision
+from nets.config import get_preset
+from nets.model import build_model
+from nets.precision import CpuInfo, PrecisionUnavailable, choose_forward, cpu_info
+
+HERE = cpu_info()
+needs_bf16 = pytest.mark.skipif(not HERE.has("bf16"), reason="this CPU has no bf16 instructions")
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Test CPU
+flags\t\t: fpu sse2 avx avx2 fma avx512f {extra}
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Test CPU
+flags\t\t: fpu sse2 avx avx2 fma avx512f {extra}
+"""
+
+
+@pytest.mark.parametrize("extra, want", [
+    ("", ("fp32",)),
+    ("avx_vnni", ("fp32", "int8")),
+    ("avx512_bf16 avx512_vnni", ("fp32", "bf16", "int8")),
+    ("amx_bf16 amx_tile amx_int8", ("fp32", "bf16", "int8")),
+])
+def test_cpu_info_reads_the_flags(tmp_path, extra, want):
+    f = tmp_path / "cpuinfo"
+    f.write_text(CPUINFO.format(extra=extra))
+    info = cpu_info(str(f))
+    assert info.model == "Intel(R) Xeon(R) Test CPU" and info.precisions == want
+    if "bf16" not in want:
+        with pytest.raises(PrecisionUnavailable, match="lacks bf16 instructions"):
+            info.require("bf16")
+    assert json.loads(json.dumps(info.to_dict()))["precisions"] == list(want)
+
+
+def test_matmul_peaks_are_measured_for_each_native_precision():
+    roof = precision.roofline(threads=1, seconds=0.05)
+    assert set(roof["peak_gflops"]) == set(HERE.precisions)
+    assert all(v > 0 for v in roof["peak_gflops"].values())
+    assert roof["best_peak"] == max(roof["peak_gflops"].values()) and roof["cpu_model"] == HERE.model
+
+
+@pytest.fixture
+def small_net():
+    torch.manual_seed(0)
+    return build_model(get_preset("tiny")).eval()
+
+
+@needs_bf16
+def test_bf16_engine_agrees_with_eager_fp32_within_the_bf16_tolerance(small_net):
+    from nets.backends import CpuBackend, tolerance_of
+    from nets.selfcheck import TOLERANCES, self_check
+
+    assert tolerance_of("bf16") == TOLERANCES["bf16"]
+    be = CpuBackend(small_net, "bf16", threads=1)
+
+    def ref(x):
+        with torch.inference_mode():
+            pol, val = small_net(torch.from_numpy(np.asarray(x, np.float32)))
+        return pol, torch.softmax(val, 1)
+
+    for h, w in ((6, 7), (9, 12), (12, 12)):
+        err = self_check("bf16", lambda x: precision._wdl(be(np.asarray(x, np.float32))), ref, h, w, 16,
+                         small_net.config.in_planes, tolerance_of("bf16"))
+        assert err["finite"]
+    pol, val = be(np.zeros((3, small_net.config.in_planes, 9, 9), np.float32))
+    assert pol.dtype == np.float32 and pol.shape == (3, 81) and val.shape == (3, 3)
+
+
+def test_an_engine_the_cpu_cannot_run_is_refused_with_the_reason(small_net, monkeypatch):
+    from nets.backends import CpuBackend
+
+    monkeypatch.setattr(precision, "cpu_info", lambda path="/proc/cpuinfo": CpuInfo("Old CPU", frozenset({"avx2"})))
+    for kind, what in (("bf16", "bf16"), ("ort_int8", "int8")):
+        with pytest.raises(PrecisionUnavailable, match=f"lacks {what} instructions"):
+            CpuBackend(small_net, kind, threads=1)
+
+
+def test_auto_picks_the_fastest_engine_that_passes_and_caches_it(small_net, tmp_path, monkeypatch):
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    choice = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=1.0)
+    speeds = {k: v for k, v in choice.table.items() if isinstance(v, float)}
+    assert choice.kind in speeds and speeds[choice.kind] == max(speeds.values()) and not choice.cached
+    assert set(choice.table) == set(precision.AUTO_CANDIDATES)
+    for kind, v in choice.table.items():
+        if precision.PRECISION_OF[kind] not in HERE.precisions:
+            assert v == f"no {precision.PRECISION_OF[kind]} instructions"
+    again = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=1.0)
+    assert again.cached and again.kind == choice.kind and again.table == choice.table
+    other = choose_forward(small_net, [(9, 9), (12, 12)], batch=64, threads=1, budget_s=1.0)
+    assert not other.cached  # another batch: another key
+
+
+def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, monkeypatch):
+    """With an impossible tolerance every engine but exact fp32 ones fails the real check."""
+    from nets import backends
+    from nets.selfcheck import Tolerance
+
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(backends, "tolerance_of", lambda kind: Tolerance(policy_rel=1e-12, wdl_abs=1e-12))
+    with pytest.raises(RuntimeError, match="no CPU forward engine passed"):
+        choose_forward(small_net, [(9, 9)], batch=16, threads=1, budget_s=0.5, use_cache=False)
