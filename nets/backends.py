@@ -13,13 +13,19 @@ same architecture (hot reload). Kinds:
 ``ort``          ONNX Runtime, fp32, the fused net exported once with a symbolic
                  batch and board size (``onnxruntime`` and ``onnx``, installed with c4fast)
 ``ort_int8``     ONNX Runtime with int8 weights (per output channel) and uint8
-                 activations (static QDQ), calibrated on positions of random games
+                 activations (static QDQ), calibrated on positions of random games;
+                 CPUs with VNNI or AMX-INT8 only
+``bf16``         the fused net in bfloat16 weights and activations, channels_last
+                 (oneDNN); CPUs with AVX512-BF16 or AMX-BF16 only
 ===============  ================================================================
 
-All but ``ort_int8`` agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.TOLERANCES`
-"fp32"); ``ort_int8`` is held to :data:`INT8_TOLERANCE`, measured on the shipped net (see
-``python -m selfplay.bench.nets backends``). Threads: torch kinds use the process's
-``torch.set_num_threads``; ONNX Runtime sessions get ``threads`` intra-op threads.
+The fp32 kinds agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.TOLERANCES`
+"fp32"); ``bf16`` is held to the GPU's bf16 tolerance, ``ort_int8`` to
+:data:`INT8_TOLERANCE`, measured on the shipped net (see ``python -m selfplay.bench.nets
+backends``). A kind the CPU lacks the instructions for is refused
+(:class:`nets.precision.PrecisionUnavailable`): emulated it would be slower than fp32.
+Threads: torch kinds use the process's ``torch.set_num_threads``; ONNX Runtime sessions
+get ``threads`` intra-op threads.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from nets.selfcheck import TOLERANCES, Tolerance
 __all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
            "tolerance_of"]
 
-BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8")
+BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16")
 
 #: Accepted error of the int8 path against eager fp32 (definitions in :mod:`nets.selfcheck`).
 #: Measured for the shipped ``c4fast_cpu`` net on 128 positions of random games on each of
@@ -53,7 +59,7 @@ class BackendUnavailable(RuntimeError):
 
 def tolerance_of(kind: str) -> Tolerance:
     """Self-check tolerance of backend `kind` against the eager fp32 forward."""
-    return INT8_TOLERANCE if kind == "ort_int8" else TOLERANCES["fp32"]
+    return {"ort_int8": INT8_TOLERANCE, "bf16": TOLERANCES["bf16"]}.get(kind, TOLERANCES["fp32"])
 
 
 def calibration_planes(sizes, per_size: int = 64, seed: int = 0) -> list[np.ndarray]:
@@ -93,6 +99,9 @@ class CpuBackend:
     def __init__(self, model, kind: str, threads: int = 0, calibration=None):
         if kind not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {kind!r}")
+        from nets import precision
+
+        precision.cpu_info().require(precision.PRECISION_OF[kind])
         self.kind = kind
         self.threads = threads
         self.calibration = calibration
@@ -114,6 +123,11 @@ class CpuBackend:
 
             _, fwd = inference_module(model, k, torch.float32, "cpu", channels_last=(k != "eager"))
             self._fn = self._torch_fn(fwd, channels_last=(k != "eager"))
+        elif k == "bf16":
+            from nets.cuda_runner import inference_module
+
+            _, fwd = inference_module(model, "fused", torch.bfloat16, "cpu", channels_last=True)
+            self._fn = self._torch_fn(fwd, channels_last=True, dtype=torch.bfloat16)
         elif k == "numpy":
             from nets.numpy_net import NumpyNet, _export_arrays
 
@@ -127,12 +141,14 @@ class CpuBackend:
             self._fn = self._ort_fn(model, int8=(k == "ort_int8"))
 
     @staticmethod
-    def _torch_fn(net, channels_last: bool):
+    def _torch_fn(net, channels_last: bool, dtype=torch.float32):
         fmt = torch.channels_last if channels_last else torch.contiguous_format
 
         def fn(x: np.ndarray):
             with torch.inference_mode():
                 t = torch.from_numpy(x)
+                if dtype != torch.float32:
+                    t = t.to(dtype)
                 if channels_last:
                     t = t.contiguous(memory_format=fmt)
                 pol, val = net(t)

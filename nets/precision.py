@@ -127,12 +127,51 @@ def matmul_peak(precision: str, threads: int, n: int = 2048, seconds: float = 1.
         torch.set_num_threads(old)
 
 
-def roofline(threads: int, seconds: float = 1.0) -> dict:
-    """{precision: peak GFLOP/s} for every precision this CPU runs natively, with the
-    machine (``cpu_model``, ``cpu_flags``) and ``best_peak`` (the largest)."""
+def roofline(threads: int, seconds: float = 1.0, use_cache: bool = False) -> dict:
+    """{precision: peak GFLOP/s} for every precision this CPU runs natively (``peak_gflops``),
+    with the machine (``cpu_model``, ``cpu_flags``) and ``best_peak`` (the largest). With
+    `use_cache`, a measurement of this machine, thread count and torch is reused
+    (``roofline.json`` beside the forward cache)."""
+    import torch
+
     info = cpu_info()
+    key = hashlib.sha256(json.dumps([info.model, sorted(info.flags), threads, torch.__version__]).encode()
+                         ).hexdigest()[:32]
+    path = _cache_path().with_name("roofline.json")
+    if use_cache:
+        hit = _read_json_dict(path).get(key)
+        if isinstance(hit, dict) and "peak_gflops" in hit:
+            return hit
     peaks = {p: round(matmul_peak(p, threads, seconds=seconds), 1) for p in info.precisions}
-    return {**info.to_dict(), "threads": threads, "peak_gflops": peaks, "best_peak": max(peaks.values())}
+    out = {**info.to_dict(), "threads": threads, "peak_gflops": peaks, "best_peak": max(peaks.values())}
+    if use_cache:
+        _write_cache_entry(path, key, out)
+    return out
+
+
+def _read_json_dict(path: Path) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache_entry(path: Path, key: str, value: dict) -> None:
+    """Add `key` to the JSON cache at `path` (at most 64 entries, oldest dropped), atomically;
+    a cache that cannot be written is logged, never fatal."""
+    from c4fast.runtime import atomic_write_json
+
+    data = _read_json_dict(path)
+    data[key] = value
+    while len(data) > 64:
+        data.pop(next(iter(data)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(str(path), data)
+    except OSError as e:
+        log.warning("could not write the cache %s: %s", path, e)
 
 
 # ------------------------------------------------------------------ the measured choice
@@ -172,27 +211,12 @@ def _cache_key(config, threads: int, sizes, batch: int, candidates) -> str:
 
 
 def _read_cache() -> dict:
-    try:
-        with open(_cache_path()) as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return _read_json_dict(_cache_path())
 
 
 def _write_cache(key: str, choice: ForwardChoice) -> None:
-    from c4fast.runtime import atomic_write_json
-
-    data = _read_cache()
-    data[key] = {"kind": choice.kind, "precision": choice.precision, "table": choice.table,
-                 "seconds": choice.seconds}
-    while len(data) > 64:  # bounded: drop the oldest entries
-        data.pop(next(iter(data)))
-    try:
-        _cache_path().parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(str(_cache_path()), data)
-    except OSError as e:  # a read-only home: the choice still stands for this run
-        log.warning("could not cache the forward choice in %s: %s", _cache_path(), e)
+    _write_cache_entry(_cache_path(), key, {"kind": choice.kind, "precision": choice.precision,
+                                            "table": choice.table, "seconds": choice.seconds})
 
 
 def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,

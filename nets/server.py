@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -52,11 +53,14 @@ class ServerConfig:
     precision: "fp32", "bf16", "fp16" or "auto" (bf16 on CUDA, fp32 on the CPU).
     threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
     forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
-    "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8"
-    (:mod:`nets.backends`); or "auto": fused (BN folded; equal to eager within float32
-    rounding, 1.3-1.5x faster on the CPU: docs/PERFORMANCE.md).
-    sizes: board sizes (h, w) a CUDA server captures graphs for at start-up (empty: the
-    16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
+    "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8",
+    "bf16" (:mod:`nets.backends`); or "auto": on CUDA fused graphs, on the CPU the fastest
+    engine that passes its self-check on this machine, timed at start-up on `sizes` at the
+    server's batch for at most ``auto_seconds`` (:func:`nets.precision.choose_forward`,
+    cached per machine and net; the choice and its table are logged and the engine is in
+    the shared header's ``G_FORWARD``).
+    sizes: board sizes (h, w) a CUDA server captures graphs for at start-up and a CPU server
+    times ``auto`` on (empty: the 16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
     (and every hot reload) with the eager fp32 forward. pipeline: keep two batches in
     flight on CUDA.
     """
@@ -76,6 +80,7 @@ class ServerConfig:
     sizes: tuple = ()
     self_check: bool = True
     pipeline: bool = True
+    auto_seconds: float = 5.0
 
     def __post_init__(self):
         if self.forward not in FORWARDS:
@@ -125,7 +130,8 @@ def server_threads(cfg: ServerConfig) -> int:
 
 
 def resolve_forward(cfg: ServerConfig) -> str:
-    """The forward path a server with `cfg` runs ("auto" is "fused" on the CPU and on CUDA)."""
+    """The forward path a server with `cfg` runs without measuring: "auto" is "fused" (a CPU
+    server measures instead: :meth:`InferenceServer._choose`)."""
     return "fused" if cfg.forward == "auto" else cfg.forward
 
 
@@ -165,6 +171,7 @@ class InferenceServer:
         self.positions = 0
         self.flops = 0  # network FLOPs served (nets.fused.flops_per_eval per position)
         self.busy_ns = 0  # CPU path: nanoseconds inside the forward
+        self.kind: str | None = None  # the forward served (CPU "auto": measured at the first load)
         if not cfg.noop:
             self._load()
 
@@ -176,10 +183,27 @@ class InferenceServer:
         return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
 
     def _forward_kind(self) -> str:
-        return resolve_forward(self.cfg)
+        return self.kind or resolve_forward(self.cfg)
+
+    def _choose(self, model) -> str:
+        """CPU ``auto``: the fastest engine that passes its self-check here (logged)."""
+        from c4fast.game import SAIBLO_SIZES
+        from nets.backends import BACKENDS
+        from nets.precision import choose_forward
+
+        batch = min(self.cfg.max_forward_batch, self.layout.max_batch)
+        choice = choose_forward(model, self.cfg.sizes or SAIBLO_SIZES, batch, server_threads(self.cfg),
+                                budget_s=self.cfg.auto_seconds)
+        log.info("CPU forward auto: %s (%s)%s; evals/s by engine at batch %d: %s", choice.kind, choice.precision,
+                 " from the cache" if choice.cached else f", timed in {choice.seconds:.1f} s", batch,
+                 json.dumps(choice.table))
+        self.hdr[q.G_FORWARD] = BACKENDS.index(choice.kind) + 1
+        return choice.kind
 
     def _load(self):
         model, version, path = load_model(self.cfg, torch.device("cpu"))
+        if self.kind is None and self.device.type == "cpu" and self.cfg.forward == "auto":
+            self.kind = self._choose(model)
         kind = self._forward_kind()
         if self.device.type == "cuda":
             self._load_cuda(model, kind)
@@ -189,7 +213,10 @@ class InferenceServer:
             if self.backend is not None and self.backend.config == model.config:
                 self.backend.load(model)
             else:
+                from nets.backends import BACKENDS
+
                 self.backend = CpuBackend(model, kind, threads=server_threads(self.cfg))
+                self.hdr[q.G_FORWARD] = BACKENDS.index(kind) + 1
                 self._flops = {}
             self.model = model
             if self.cfg.self_check and kind != "eager":

@@ -48,6 +48,7 @@ G_MODEL_VERSION, G_SHUTDOWN, G_RELOADS, G_BATCHES, G_POSITIONS = 7, 8, 9, 10, 11
 G_CAPTURES = 12  # CUDA graphs captured by the server so far (a hot reload adds none)
 G_FLOPS = 13  # network FLOPs served so far (nets.fused.flops_per_eval per position)
 G_BUSY_NS = 14  # CPU server: nanoseconds spent inside the forward so far
+G_FORWARD = 15  # CPU server: 1 + the index in nets.backends.BACKENDS of the engine it serves (0: none yet)
 GLOBAL_WORDS = 16
 # slot header fields
 S_REQ, S_RESP, S_COUNT, S_HEIGHT, S_WIDTH, S_STATUS, S_CLIENT_PID = range(7)

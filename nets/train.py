@@ -44,6 +44,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_jso
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.model import build_model
+from nets.precision import PrecisionUnavailable
 from nets.replay import Batch, ReplayWindow, WindowConfig
 from nets.shards import ShardError, list_shards
 
@@ -84,6 +85,10 @@ class TrainConfig:
     ratio: float = field(default=4.0, metadata=opt("follow mode: trained samples per self-play sample"))
     seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
     device: str = field(default="auto", metadata=opt("torch device: auto (cuda if available), cpu, cuda[:N]"))
+    precision: str = field(default="auto", metadata=opt(
+        "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA, fp32 on the "
+        "CPU until a paired comparison keeps CPU bf16), fp32, or bf16 (autocast; on the CPU only with "
+        "AVX512-BF16/AMX, channels_last)"))
     window: WindowConfig = field(default=WindowConfig(), metadata=opt("replay window"))
 
     def __post_init__(self):
@@ -103,6 +108,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
 
     def lr_at(self, step: int) -> float:
         """The learning rate of step `step`. With ``--steps``: lr/3, lr, lr/10 at the
@@ -118,6 +125,18 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return config_to_dict(self)
+
+    def resolved_precision(self) -> str:
+        """fp32 or bf16 for the resolved device (PrecisionUnavailable for bf16 on a CPU
+        without bf16 instructions)."""
+        device = self.resolved_device()
+        if self.precision == "auto":
+            return "bf16" if device.startswith("cuda") else "fp32"
+        if self.precision == "bf16" and device == "cpu":
+            from nets.precision import cpu_info
+
+            cpu_info().require("bf16")
+        return self.precision
 
     def resolved_device(self) -> str:
         """The device to use: ``auto`` is ``cuda`` when CUDA is available, else ``cpu``."""
@@ -167,7 +186,7 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0):
+def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False):
     """Summed (not averaged) total loss, policy soft CE, value CE and policy entropy of
     one batch (0-dim tensors on `device`; nothing here waits for the device).
 
@@ -175,7 +194,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
     (the search's estimate at the sample's root, same side)."""
     x = to_device(batch.planes, device)
-    if x.is_cuda:
+    if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     pol, val = model(x)
     legal = to_device(batch.legal, device)
@@ -215,7 +234,9 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.net_config: NetConfig = get_preset(cfg.preset)
         self.model = build_model(self.net_config).to(self.device)
-        if self.device.type == "cuda":
+        self.precision = cfg.resolved_precision()
+        self.channels_last = self.device.type == "cuda" or self.precision == "bf16"
+        if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
@@ -281,8 +302,9 @@ class Trainer:
 
     # ----------------------------------------------------------- training
     def train_step(self, window: ReplayWindow) -> dict:
-        """One optimizer step with per-board-size gradient accumulation (bf16 autocast on
-        CUDA). The loss sums stay on the device; the step reads them back once, at its end."""
+        """One optimizer step with per-board-size gradient accumulation (bf16 autocast where
+        ``precision`` resolves to bf16). The loss sums stay on the device; the step reads them
+        back once, at its end."""
         sizes = window.sizes
         if not sizes:
             raise ValueError("the replay window is empty")
@@ -293,11 +315,12 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
         sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
-        use_amp = self.device.type == "cuda"
+        use_amp = self.precision == "bf16"
         for size in sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
+                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
+                                       self.channels_last)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
         tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
@@ -446,7 +469,8 @@ class _Session:
                 trainer.save()
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu") -> dict:
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
+          precision: str = "auto") -> dict:
     """Training samples/s on synthetic self-play-like data (random games), no files, on
     `device` (ValueError if it is CUDA and CUDA is not available)."""
     import c4fast
@@ -474,7 +498,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device)
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, precision=precision)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -490,7 +514,10 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
             gpu = {"gpu": torch.cuda.get_device_name(tr.device),
                    "max_memory_mb": round(torch.cuda.max_memory_allocated(tr.device) / 2**20, 1)}
     n = steps * per_size * len(sizes)
-    return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "threads": torch.get_num_threads(),
+    from nets.precision import cpu_info
+
+    return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "precision": tr.precision,
+            "cpu_model": cpu_info().model, "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
 
@@ -526,8 +553,8 @@ def main(argv=None) -> int:
         given = any(k == "cfg__train__per_size" for k in vars(args))
         per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
         try:
-            out = bench(run.train.preset, steps, per_size, sizes, device=device)
-        except ValueError as e:
+            out = bench(run.train.preset, steps, per_size, sizes, device=device, precision=run.train.precision)
+        except (ValueError, RuntimeError) as e:
             log.error("%s", e)
             return 2
         print(json.dumps(out))
@@ -541,7 +568,7 @@ def main(argv=None) -> int:
     except (ValueError, ShardError) as e:
         log.error("%s", e)
         return 2
-    except (NonFiniteLossError, LockedError) as e:
+    except (NonFiniteLossError, LockedError, PrecisionUnavailable) as e:
         log.error("%s", e)
         return 1
     print(json.dumps(summary))

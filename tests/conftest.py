@@ -11,3 +11,15 @@ settings.register_profile(
     "thorough", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=600
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def skip_without_instructions(kind: str) -> None:
+    """Skip the calling test when this CPU lacks the instructions of engine `kind`'s
+    precision (bf16: AVX512-BF16/AMX; int8: VNNI/AMX-INT8): such engines are refused there."""
+    import pytest
+
+    from nets.precision import PRECISION_OF, cpu_info
+
+    need = PRECISION_OF.get(kind, "fp32")
+    if not cpu_info().has(need):
+        pytest.skip(f"this CPU has no {need} instructions (engine {kind})")

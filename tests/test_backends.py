@@ -22,6 +22,7 @@ from nets.fused import flops_per_eval
 from selfplay.bench.gpucheck import perturbed_model
 from nets.selfcheck import TOLERANCES, compare, random_planes
 from nets.server import ServerConfig
+from conftest import skip_without_instructions
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(4, 4), (6, 7), (9, 12), (12, 12)]
@@ -44,6 +45,7 @@ def within(out, ref, tol):
 def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
     if kind.startswith("ort"):
         pytest.importorskip("onnxruntime")
+    skip_without_instructions(kind)
     model = perturbed_model("cpu_small", 1)
     be = CpuBackend(model, kind, threads=1, calibration=calibration_planes(SIZES, 16, seed=1))
     for h, w in SIZES:
@@ -71,6 +73,7 @@ def test_a_reload_serves_the_new_weights_and_refuses_another_architecture(kind):
 
 def test_int8_stays_within_its_tolerance_on_the_shipped_net_and_positions_of_real_games():
     pytest.importorskip("onnxruntime")
+    skip_without_instructions("ort_int8")
     model, _, _ = load_checkpoint(ROOT / "models" / "c4fast_cpu.pt", map_location="cpu")
     sizes = [(9, 9), (10, 12), (12, 12)]
     be = CpuBackend(model, "ort_int8", threads=1, calibration=calibration_planes(sizes, 32, seed=5))

@@ -16,6 +16,7 @@ from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import get_preset
 from nets.model import build_model
 from nets.numpy_net import export_numpy
+from conftest import skip_without_instructions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,7 +152,7 @@ def _positions_of_random_games(h, w, n, seed):
     return np.stack(out).astype(np.float32)
 
 
-@pytest.mark.parametrize("forward", ["auto", "eager", "fused", "ort", "ort_int8"])
+@pytest.mark.parametrize("forward", ["auto", "eager", "fused", "ort", "ort_int8", "bf16"])
 def test_every_play_forward_computes_the_checkpoints_net(forward):
     """The shipped net through load_evaluator's forwards against its eager torch forward:
     policy logits (B, H, W), WDL probabilities, within the backend's tolerance."""
@@ -162,6 +163,7 @@ def test_every_play_forward_computes_the_checkpoints_net(forward):
 
     if forward in ("auto", "ort", "ort_int8"):
         pytest.importorskip("onnxruntime")
+    skip_without_instructions(forward)
     pt = ROOT / "models" / "c4fast_cpu.pt"
     model, _, _ = load_checkpoint(pt, map_location="cpu")
     ev = load_evaluator(str(pt), threads=1, forward=forward)

@@ -244,3 +244,26 @@ def test_first_size_index_rejects_bad_arguments():
     for args in ((8, 8, 16), (-1, 8, 16), (0, 1, 0)):
         with pytest.raises(ValueError):
             first_size_index(*args)
+
+
+def test_forward_auto_measures_serves_and_reports_the_engine_and_its_share_of_the_peak(tmp_path):
+    """`--forward auto` on the CPU: the server times the engines this CPU has, serves the
+    fastest that passes its self-check (the choice is logged and cached per machine), and
+    the summary says which, its precision, the machine's peaks and the fractions of them."""
+    from nets.precision import AUTO_CANDIDATES, PRECISION_OF, cpu_info
+
+    env = dict(os.environ, C4FAST_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "selfplay.generation.run", "--out", str(tmp_path / "d"), *SMALL,
+           "--max-games", "2", "--sizes", "9x9", "--forward", "auto"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summ = summary_of(proc)
+    assert summ["forward"] in AUTO_CANDIDATES and summ["precision"] == PRECISION_OF[summ["forward"]]
+    assert summ["precision"] in cpu_info().precisions
+    assert set(summ["peak_gflops"]) == set(cpu_info().precisions) and summ["of_peak"] > 0
+    assert summ["of_best_peak"] <= summ["of_peak"] + 1e-9
+    assert "CPU forward auto: " + summ["forward"] in proc.stderr
+    cache = json.loads((tmp_path / "cache" / "forward.json").read_text())
+    assert [v["kind"] for v in cache.values()] == [summ["forward"]]
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and "from the cache" in again.stderr and summary_of(again)["forward"] == summ["forward"]

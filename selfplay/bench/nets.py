@@ -3,7 +3,10 @@
 Sections (default: all but ``gpu`` on a machine without CUDA), each line has a ``"bench"`` key:
 
 * ``roofline``: the CPU's achievable fp32 GFLOP/s, a square ``torch.mm`` at several sizes
-  with the same threads (``roofline_peak`` is the best; every ``of_peak`` below divides by it);
+  with the same threads, and the bf16 and int8 (``torch._int_mm``) peaks where the CPU has
+  those instructions (``roofline_peak``: one line per precision; every ``of_peak`` below
+  divides by the peak of the precision the engine computes in, ``of_best_peak`` by the
+  machine's highest);
 * ``model``: eager torch evals/s by preset, board and batch, with FLOPs per eval
   (:func:`nets.fused.flops_per_eval`), achieved GFLOP/s and the fraction of the peak;
 * ``backends``: every :mod:`nets.backends` engine on the same batches (one size, and the
@@ -50,7 +53,7 @@ SHIPPED = {"cpu_small": str(MODELS_DIR / "c4fast_cpu.pt")}  # preset -> trained 
 SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "play",
             "gpu")
 
-_peak: dict[int, float] = {}  # threads -> measured fp32 matmul GFLOP/s
+_peak: dict[int, dict[str, float]] = {}  # threads -> {precision: measured matmul GFLOP/s}
 
 
 def _emit(**rec) -> None:
@@ -69,11 +72,15 @@ def _time(fn, seconds: float) -> tuple[int, float]:
             return n, dt
 
 
-def _rates(evals: float, flops: float, threads: int) -> dict:
-    """evals/s plus achieved GFLOP/s and its fraction of the measured matmul peak."""
+def _rates(evals: float, flops: float, threads: int, precision: str = "fp32") -> dict:
+    """evals/s plus achieved GFLOP/s and its fraction of the measured matmul peak of
+    `precision` (``of_peak``) and of the machine's highest (``of_best_peak``)."""
     d = {"evals_per_s": round(evals, 1), "gflops": round(flops * evals / 1e9, 2)}
-    if threads in _peak:
-        d["of_peak"] = round(flops * evals / 1e9 / _peak[threads], 3)
+    peaks = _peak.get(threads, {})
+    if precision in peaks:
+        d["precision"] = precision
+        d["of_peak"] = round(flops * evals / 1e9 / peaks[precision], 3)
+        d["of_best_peak"] = round(flops * evals / 1e9 / max(peaks.values()), 3)
     return d
 
 
@@ -103,7 +110,10 @@ def _model(preset: str, trained: bool = True):
 
 
 def bench_roofline(threads: int, seconds: float) -> float:
-    """fp32 GFLOP/s of square matmuls (2 n^3 FLOPs each); records and returns the best."""
+    """fp32 GFLOP/s of square matmuls (2 n^3 FLOPs each), then the bf16 and int8 peaks
+    where the CPU runs them natively; records them and returns the fp32 best."""
+    from nets.precision import cpu_info, matmul_peak
+
     torch.set_num_threads(threads)
     best = 0.0
     for n in (256, 512, 1024, 2048, 4096):
@@ -113,8 +123,12 @@ def bench_roofline(threads: int, seconds: float) -> float:
         g = 2 * n ** 3 * calls / dt / 1e9
         best = max(best, g)
         _emit(bench="roofline", threads=threads, n=n, gflops=round(g, 1))
-    _peak[threads] = best
-    _emit(bench="roofline_peak", threads=threads, gflops=round(best, 1))
+    _peak[threads] = {"fp32": best}
+    _emit(bench="roofline_peak", threads=threads, precision="fp32", gflops=round(best, 1))
+    for prec in cpu_info().precisions:
+        if prec != "fp32":
+            _peak[threads][prec] = matmul_peak(prec, threads, seconds=seconds)
+            _emit(bench="roofline_peak", threads=threads, precision=prec, gflops=round(_peak[threads][prec], 1))
     return best
 
 
@@ -142,6 +156,7 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
     """Each backend on `batch` positions of `size`, then on the 16 Saiblo sizes in turn;
     errors against eager fp32 on positions of random games (worst and mean over sizes)."""
     from nets.backends import BackendUnavailable, CpuBackend, calibration_planes
+    from nets.precision import PRECISION_OF, PrecisionUnavailable
     from nets.fused import flops_per_eval
     from nets.selfcheck import compare
     from c4fast.evaluators import softmax_rows
@@ -162,7 +177,7 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
                 t0 = time.perf_counter()
                 be = CpuBackend(model, kind, threads=threads)
                 build_s = time.perf_counter() - t0
-            except BackendUnavailable as e:
+            except (BackendUnavailable, PrecisionUnavailable) as e:
                 _emit(bench="backend", preset=p, backend=kind, available=False, note=str(e))
                 continue
             pairs = list(zip(test, ref_out))
@@ -174,12 +189,13 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
                    "policy_rel_mean": float(np.mean([e["policy_rel"] for e in errs])),
                    "wdl_abs_max": max(e["wdl_abs"] for e in errs)}
             n, dt = _time(lambda: be(x_one), seconds)
-            one = _rates(n * batch / dt, f_one, threads)
+            prec = PRECISION_OF[kind]
+            one = _rates(n * batch / dt, f_one, threads, prec)
             mix = None
             if kind != "compiled":  # compiled: one compilation per shape (~30 s each) makes 16 sizes too slow
                 it = iter(range(10 ** 9))
                 n, dt = _time(lambda: be(x_mix[next(it) % len(x_mix)]), max(seconds, 0.5))
-                mix = {"flops_per_eval": round(f_mix), **_rates(n * batch / dt, f_mix, threads)}
+                mix = {"flops_per_eval": round(f_mix), **_rates(n * batch / dt, f_mix, threads, prec)}
             _emit(bench="backend", preset=p, backend=kind, weights=weights, threads=threads, batch=batch,
                   build_s=round(build_s, 2), **{k: float(f"{v:.3g}") for k, v in acc.items()},
                   board=f"{h}x{w}", flops_per_eval=f_one, **one,
@@ -507,8 +523,10 @@ def main(argv=None) -> int:
         ap.error("--play-seconds must be > 0, --play-positions >= 1 and --play-games >= 0")
     sections = args.sections or [s for s in SECTIONS if s != "gpu" or torch.cuda.is_available()]
     torch.set_num_threads(args.threads)
+    from nets.precision import cpu_info
+
     _emit(bench="env", torch=torch.__version__, numpy=np.__version__, threads=args.threads,
-          cpus=os.cpu_count(), loadavg_1m=round(os.getloadavg()[0], 2))
+          cpus=os.cpu_count(), loadavg_1m=round(os.getloadavg()[0], 2), **cpu_info().to_dict())
     if any(s in sections for s in ("roofline", "model", "backends")):
         bench_roofline(args.threads, args.seconds)  # of_peak needs it
     if "model" in sections:

@@ -114,8 +114,9 @@ CPU_ANCHORS = ("uct:2000", "alphabeta:5:6")
 #: cpu: Saiblo boards on 2 cores; standard: 6x7 without a forbidden cell (Pons's yardstick);
 #: gpu: one GPU with the b3c128nbt net; dummy: seconds-long runs for tests.
 PRESETS = {
-    # CPU budget (docs/PERFORMANCE.md, measured): one server thread on ONNX Runtime (~1
-    # core), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core;
+    # CPU budget (docs/PERFORMANCE.md, measured): one server thread (~1 core) on the CPU
+    # engine measured fastest on this machine at start-up (forward auto, e.g. bf16 on
+    # AVX512-BF16/AMX CPUs; nets.precision), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core;
     # value target 0.5 outcome + 0.5 root WDL: 0.63 [0.54, 0.71] in 60 pairs against the
     # outcome-only target after 12 equal minutes (docs/ABLATIONS.md); moves sampled at
     # temperature 0.5^(1 + 2x) (0.5 at the first move, 0.125 on a full board; katac4's
@@ -123,7 +124,7 @@ PRESETS = {
     # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md). Evaluation anchors
     # UCT-2000 (rated 0) and a depth-6 alpha-beta, deterministic and neither saturated by a
     # 60-minute net (random/greedy/UCT-500 were: 46-48 wins of 48, ~1,300-Elo intervals)
-    "cpu": _preset("cpu", "cpu_small", forward="ort", value_mix=0.5,
+    "cpu": _preset("cpu", "cpu_small", value_mix=0.5,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS)),
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
@@ -135,7 +136,7 @@ PRESETS = {
                    evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)
-    "standard": _standard(_preset("standard", "cpu_small", per_size=64, forward="ort", value_mix=0.5,
+    "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5,
                                   evaluation=EvalConfig(every_min=10.0, pairs=8, playouts=100,
                                                         anchors=("random", "greedy", "alphabeta:0.05")))),
     "dummy": _preset("dummy", "tiny", games=4, full=16, fast=4, prob=0.5, per_size=4, ratio=1.0, window_c=1000,
@@ -216,7 +217,7 @@ class LocalPlacement:
         return {"games": sp.get("games", 0), "samples": sp.get("samples", 0),
                 "samples_per_s": sp.get("samples_per_s", 0), "evals_per_s": sp.get("evals_per_s", 0),
                 "train_step": tr.get("step", 0), "train_samples_per_s": tr.get("samples_per_s", 0),
-                "cores": self.cpu_split(sp)}
+                "cores": self.cpu_split(sp), "note": f"forward {sp['forward']}" if sp.get("forward") else ""}
 
     def cpu_split(self, sp: dict) -> dict[str, float]:
         """Cores in use per role since the previous call (CPU seconds / wall seconds, from

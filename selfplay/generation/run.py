@@ -252,6 +252,15 @@ class _Servers:
                 c[i] += int(hdr[k])
         return c
 
+    def forward(self) -> str | None:
+        """The CPU engine the first server serves (nets.backends kind), None before it loaded
+        or on CUDA."""
+        from nets import shm_queue as q
+        from nets.backends import BACKENDS
+
+        k = int(np.ndarray(q.GLOBAL_WORDS, np.int64, self.queues[0].shm.buf, 0)[q.G_FORWARD])
+        return BACKENDS[k - 1] if 0 < k <= len(BACKENDS) else None
+
     def version(self) -> int:
         from nets import shm_queue as q
 
@@ -277,6 +286,24 @@ class _Servers:
                 p.kill()
         for sq in self.queues:
             sq.close()
+
+
+def _arithmetic(cfg: RunConfig, forward: str | None, net_gflops: float) -> dict:
+    """The engine a CPU run served, its precision, the machine's matmul peaks at the
+    server's threads (nets.precision.roofline, cached per machine) and the run's net
+    GFLOP/s as a fraction of the served precision's peak (``of_peak``) and of the highest
+    (``of_best_peak``)."""
+    if cfg.gpus > 0 or forward is None:
+        return {"forward": forward or ("cuda" if cfg.gpus > 0 else None)}
+    from nets.precision import PRECISION_OF, roofline
+
+    threads = cfg.threads or os.cpu_count() or 1
+    roof = roofline(threads, seconds=0.5, use_cache=True)
+    prec = PRECISION_OF[forward]
+    peak = roof["peak_gflops"].get(prec)
+    return {"forward": forward, "precision": prec, "peak_gflops": roof["peak_gflops"], "peak_threads": threads,
+            "of_peak": round(net_gflops / peak, 3) if peak else None,
+            "of_best_peak": round(net_gflops / roof["best_peak"], 3), "cpu_model": roof["cpu_model"]}
 
 
 def run(cfg: RunConfig) -> dict:
@@ -306,7 +333,7 @@ def run(cfg: RunConfig) -> dict:
                                   threads=cfg.threads if cfg.gpus == 0 else 0,
                                   max_forward_batch=256 if cfg.gpus == 0 else max(max_batch, 1024),
                                   reload_interval=cfg.reload_interval, forward=cfg.forward,
-                                  sizes=cfg.size_list if cfg.gpus > 0 else ())
+                                  sizes=cfg.size_list)
         queues.append(sq)
         server_procs.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
     servers = _Servers(queues, server_procs)
@@ -352,6 +379,7 @@ def run(cfg: RunConfig) -> dict:
                         "seconds": round(el, 1), "games": tot["games"], "samples": tot["samples"],
                         "samples_per_s": round(tot["samples"] / el, 2), "evals_per_s": round(counts[1] / el, 1),
                         "model_version": servers.version(), "worker_restarts": sup.restarts,
+                        "forward": servers.forward(),
                         "worker_pids": sup.pids, "server_pids": [p.pid for p in server_procs]})
                 next_status = now + cfg.status_every
             if stop.is_set() and not sup.alive():
@@ -364,6 +392,7 @@ def run(cfg: RunConfig) -> dict:
         sup.join(120)
         sup.drain()
         counts = servers.counts()
+        forward = servers.forward()
         servers.shutdown()
         lock.release()
     elapsed = time.monotonic() - t0
@@ -392,6 +421,7 @@ def run(cfg: RunConfig) -> dict:
         "net_gflops_in_forward": float(f"{counts[2] / (counts[3] / 1e9) / 1e9:.4g}") if counts[3] else 0.0,
         "server_busy": round(counts[3] / 1e9 / elapsed / n_servers, 3),
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
+        **_arithmetic(cfg, forward, counts[2] / elapsed / 1e9),
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",
         "shards": all_shards, "worker_restarts": sup.restarts, "node_tag": node_tag, "incarnation": run_id,
