@@ -1,0 +1,135 @@
+"""The masked canvas: positions of every board size in one (B, C, S, S) batch (issue 33).
+
+Each position of height H and width W (H, W <= S, default S = 12) lies in the canvas's
+rows 0..H-1 and columns 0..W-1 (row 0 at the bottom, as in the per-size planes), zeros
+elsewhere, with a board mask (B, 1, S, S): 1 on the H x W rectangle — the forbidden cell
+included, since it is on the board — and 0 off it. :class:`CanvasNet` computes the same
+function as :class:`nets.model.Net` with the same weights (KataGo's ``NormMask`` and
+``KataGPool`` design):
+
+* every 3x3 convolution reads zeros off the board (its input is multiplied by the mask),
+  which is what the per-size net's zero padding gives it;
+* global pooling is masked: the mean over the board's cells, the size scale
+  ``(sqrt(H*W) - 10) / 10`` per sample, the max over the board's post-ReLU values;
+* batch norm in training uses statistics over on-board cells only (and updates the
+  running statistics from them, unbiased variance as torch does), so a one-size batch
+  trains exactly as the per-size net does; in eval mode it is the same affine map.
+
+Off-board cells of the residual stream are zeroed after every block, so nothing but
+on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
+cells are the per-size net's (the rest is meaningless), and value logits (B, 3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nets.model import Net
+
+__all__ = ["CANVAS", "CanvasNet", "board_mask", "masked_batch_norm", "masked_global_pool", "to_canvas"]
+
+CANVAS = 12  # the largest side c4fast supports
+
+
+def board_mask(sizes, side: int = CANVAS, device=None) -> torch.Tensor:
+    """(B, 1, side, side) float32: 1 on each position's H x W rectangle (rows and columns
+    from 0), 0 elsewhere. `sizes`: B pairs (H, W)."""
+    hw = torch.as_tensor(np.asarray(sizes, np.int64).reshape(-1, 2), device=device)
+    rows = torch.arange(side, device=device)
+    on_rows = rows[None, :] < hw[:, :1]  # (B, side)
+    on_cols = rows[None, :] < hw[:, 1:]
+    return (on_rows[:, :, None] & on_cols[:, None, :]).float()[:, None]
+
+
+def to_canvas(batches, side: int = CANVAS) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
+    """(x (B, C, side, side) float32, mask (B, 1, side, side), sizes) from a list of
+    per-size planes (each (b, C, H, W), numpy or torch); positions keep their order."""
+    parts = [torch.as_tensor(np.asarray(b)) if not torch.is_tensor(b) else b for b in batches]
+    n = sum(len(p) for p in parts)
+    c = parts[0].shape[1]
+    x = torch.zeros(n, c, side, side)
+    sizes = []
+    i = 0
+    for p in parts:
+        b, _, h, w = p.shape
+        if h > side or w > side:
+            raise ValueError(f"a {h}x{w} board does not fit a {side}x{side} canvas")
+        x[i:i + b, :, :h, :w] = p.float()
+        sizes += [(h, w)] * b
+        i += b
+    return x, board_mask(sizes, side), sizes
+
+
+def masked_global_pool(x: torch.Tensor, mask: torch.Tensor, area: torch.Tensor) -> torch.Tensor:
+    """(B, C, S, S) post-ReLU values -> (B, 3C): mean over the board, mean * (sqrt(area) - 10)
+    / 10, max over the board (`area`: (B,) cells of each board; values >= 0, so the max of
+    the masked map is the board's)."""
+    xm = x * mask
+    mean = xm.sum(dim=(2, 3)) / area[:, None]
+    scale = (area.sqrt() - 10.0) / 10.0
+    return torch.cat([mean, mean * scale[:, None], xm.amax(dim=(2, 3))], dim=1)
+
+
+def masked_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, mask: torch.Tensor, count: torch.Tensor
+                      ) -> torch.Tensor:
+    """`bn` applied to `x` with, in training, the batch statistics of the on-board cells only
+    (`count` cells in all; the running statistics updated from them as torch does)."""
+    if not bn.training:
+        return F.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
+    mean = (x * mask).sum(dim=(0, 2, 3)) / count
+    var = (((x - mean[None, :, None, None]) * mask) ** 2).sum(dim=(0, 2, 3)) / count
+    with torch.no_grad():
+        m = bn.momentum if bn.momentum is not None else 0.1
+        bn.running_mean.mul_(1 - m).add_(m * mean.detach())
+        bn.running_var.mul_(1 - m).add_(m * var.detach() * count / max(float(count) - 1.0, 1.0))
+        bn.num_batches_tracked.add_(1)
+    inv = torch.rsqrt(var + bn.eps)
+    return (x - mean[None, :, None, None]) * (inv * bn.weight)[None, :, None, None] + bn.bias[None, :, None, None]
+
+
+class CanvasNet(nn.Module):
+    """A :class:`nets.model.Net`'s function on the masked canvas (its modules, shared: one
+    set of weights serves both; see the module docstring)."""
+
+    def __init__(self, net: Net):
+        super().__init__()
+        self.net = net
+        self.config = net.config
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (B, C, S, S) planes, zeros off the board; mask: (B, 1, S, S) board mask.
+        Returns (policy logits (B, S, S), value logits (B, 3))."""
+        if not x.is_floating_point():
+            x = x.float()
+        net = self.net
+        area = mask.sum(dim=(1, 2, 3))
+        count = area.sum()
+
+        def bn(mod, t):
+            return masked_batch_norm(mod, t, mask, count)
+
+        def act(mod, t):  # relu(bn(t)), zero off the board (the next conv's padding)
+            return F.relu(bn(mod, t)) * mask
+
+        h = net.input_conv(x * mask) * mask
+        for blk in net.blocks:
+            t = blk.reduce(act(blk.norm_in, h))
+            for rb in blk.inner:
+                u = act(rb.norm1, t)
+                a = rb.conv1(u)
+                if rb.c_gpool:
+                    g = masked_global_pool(act(rb.gnorm, rb.gconv(u)), mask, area)
+                    a = a + rb.glinear(g)[:, :, None, None]
+                t = t + rb.conv2(act(rb.norm2, a))
+            h = (h + blk.expand(act(blk.norm_out, t))) * mask
+        trunk = act(net.trunk_norm, h)
+        ph, vh = net.policy_head, net.value_head
+        g = masked_global_pool(act(ph.norm_g, ph.conv_g(trunk)), mask, area)
+        a = ph.conv_p(trunk) + ph.glinear(g)[:, :, None, None]
+        policy = ph.conv_out(act(ph.norm, a))[:, 0]
+        v = masked_global_pool(act(vh.norm, vh.conv(trunk)), mask, area)
+        return policy, vh.fc2(F.relu(vh.fc1(v)))
+
