@@ -29,7 +29,8 @@ from torch import nn
 
 from nets.model import Net
 
-__all__ = ["CANVAS", "CanvasNet", "board_mask", "masked_batch_norm", "masked_global_pool", "to_canvas"]
+__all__ = ["CANVAS", "CanvasNet", "board_mask", "canvas_batch", "masked_batch_norm", "masked_global_pool",
+           "to_canvas"]
 
 CANVAS = 12  # the largest side c4fast supports
 
@@ -61,6 +62,31 @@ def to_canvas(batches, side: int = CANVAS) -> tuple[torch.Tensor, torch.Tensor, 
         sizes += [(h, w)] * b
         i += b
     return x, board_mask(sizes, side), sizes
+
+
+def canvas_batch(batches, side: int = CANVAS):
+    """(one :class:`nets.replay.Batch` of every sample of `batches` on the canvas, board
+    mask (B, 1, side, side) float32 numpy): planes, policy targets and legal cells padded
+    with zeros (off-board cells are never legal), the other fields concatenated in order."""
+    from nets.replay import Batch
+
+    n = sum(len(b.outcome) for b in batches)
+    c = batches[0].planes.shape[1]
+    planes = np.zeros((n, c, side, side), np.float32)
+    policy = np.zeros((n, side, side), np.float32)
+    legal = np.zeros((n, side, side), bool)
+    sizes, i = [], 0
+    for b in batches:
+        k, h, w = len(b.outcome), b.height, b.width
+        planes[i:i + k, :, :h, :w] = b.planes
+        policy[i:i + k, :h, :w] = b.policy
+        legal[i:i + k, :h, :w] = b.legal
+        sizes += [(h, w)] * k
+        i += k
+    wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
+    out = Batch(side, side, planes, policy, np.concatenate([b.policy_weight for b in batches]),
+                np.concatenate([b.outcome for b in batches]), legal, wdl)
+    return out, board_mask(sizes, side).numpy()
 
 
 def masked_global_pool(x: torch.Tensor, mask: torch.Tensor, area: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,7 @@ from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_jso
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
+from nets.canvas import CanvasNet, canvas_batch
 from nets.model import build_model
 from nets.precision import PrecisionUnavailable
 from nets.replay import Batch, ReplayWindow, WindowConfig
@@ -85,6 +86,8 @@ class TrainConfig:
     ratio: float = field(default=4.0, metadata=opt("follow mode: trained samples per self-play sample"))
     seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
     device: str = field(default="auto", metadata=opt("torch device: auto (cuda if available), cpu, cuda[:N]"))
+    padded: bool = field(default=False, metadata=opt(
+        "one padded 12x12 canvas batch of all sizes per step (masked: nets.canvas) instead of one pass per size"))
     precision: str = field(default="auto", metadata=opt(
         "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA, fp32 on the "
         "CPU until a paired comparison keeps CPU bf16), fp32, or bf16 (autocast; on the CPU only with "
@@ -186,17 +189,19 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False):
+def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
+           mask=None):
     """Summed (not averaged) total loss, policy soft CE, value CE and policy entropy of
     one batch (0-dim tensors on `device`; nothing here waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
-    (the search's estimate at the sample's root, same side)."""
+    (the search's estimate at the sample's root, same side). With a board `mask` (a canvas
+    batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    pol, val = model(x)
+    pol, val = model(x) if mask is None else model(x, to_device(mask, device))
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -238,6 +243,7 @@ class Trainer:
         self.channels_last = self.device.type == "cuda" or self.precision == "bf16"
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        self.canvas = CanvasNet(self.model)  # the same weights on the masked canvas (TrainConfig.padded)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
@@ -316,7 +322,14 @@ class Trainer:
         n_total = self.cfg.per_size * len(sizes)
         sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
         use_amp = self.precision == "bf16"
-        for size in sizes:
+        if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws)
+            batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
+                loss, p, v, e = losses(self.canvas, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
+                                       self.channels_last, mask)
+            (loss / n_total).backward()
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
+        for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
@@ -470,7 +483,7 @@ class _Session:
 
 
 def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
-          precision: str = "auto") -> dict:
+          precision: str = "auto", padded: bool = False) -> dict:
     """Training samples/s on synthetic self-play-like data (random games), no files, on
     `device` (ValueError if it is CUDA and CUDA is not available)."""
     import c4fast
@@ -498,7 +511,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
-    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, precision=precision)
+    cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, precision=precision, padded=padded)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -517,6 +530,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
     from nets.precision import cpu_info
 
     return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "precision": tr.precision,
+            "padded": padded,
             "cpu_model": cpu_info().model, "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1), **gpu}
@@ -553,7 +567,8 @@ def main(argv=None) -> int:
         given = any(k == "cfg__train__per_size" for k in vars(args))
         per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
         try:
-            out = bench(run.train.preset, steps, per_size, sizes, device=device, precision=run.train.precision)
+            out = bench(run.train.preset, steps, per_size, sizes, device=device, precision=run.train.precision,
+                        padded=run.train.padded)
         except (ValueError, RuntimeError) as e:
             log.error("%s", e)
             return 2

@@ -291,3 +291,34 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
     with pytest.raises(ValueError, match="root_wdl"):
         losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal),
                "cpu", 1.5, 0.5)
+
+
+def test_a_padded_step_on_one_size_equals_the_per_size_step(tmp_path):
+    """TrainConfig.padded: on a one-size window the canvas step draws the same samples and
+    gives the same weights, BN statistics and losses as the per-size step (issue 33)."""
+    make_shards(tmp_path, games=6, sizes=((9, 10),), per_shard=40)
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    out = []
+    for padded in (False, True):
+        tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded),
+                     str(tmp_path / f"t{padded}"))
+        metrics = [tr.train_step(win) for _ in range(2)]
+        out.append((metrics, tr.model.state_dict()))
+    (m_ref, w_ref), (m_pad, w_pad) = out
+    for a, b in zip(m_ref, m_pad):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6) and a["sizes"] == b["sizes"] == 1
+    for k in w_ref:
+        torch.testing.assert_close(w_pad[k].float(), w_ref[k].float(), rtol=1e-4, atol=1e-5, msg=k)
+
+
+def test_a_padded_step_trains_every_size_in_one_pass(tmp_path):
+    make_shards(tmp_path, games=8, sizes=((6, 7), (9, 9), (12, 10), (10, 12)))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    tr = Trainer(TrainConfig(preset="tiny", per_size=8, seed=0, device="cpu", padded=True, lr=0.05),
+                 str(tmp_path / "t"))
+    first = tr.train_step(win)
+    for _ in range(30):
+        last = tr.train_step(win)
+    assert first["sizes"] == 4 and last["loss"] < first["loss"] and np.isfinite(last["loss"])
