@@ -220,7 +220,7 @@ class InferenceServer:
                 self._flops = {}
             self.model = model
             if self.cfg.self_check and kind != "eager":
-                self._cpu_self_check()
+                self._checked_cpu_load(model, kind)
         self.version = version
         self.source = path
         self.source_mtime = os.path.getmtime(path) if path else None
@@ -249,6 +249,25 @@ class InferenceServer:
             self.runner = runner
             self.hdr[q.G_CAPTURES] += runner.captures
         self.model = model
+
+    def _checked_cpu_load(self, model, kind: str) -> None:
+        """Self-check the CPU engine; under ``auto`` an approximate engine (bf16, int8) that
+        fails it for these weights (a reload: int8 is calibrated per net) is replaced by the
+        exact fp32 one, with a warning, instead of stopping the server."""
+        from nets.backends import BACKENDS, CpuBackend
+        from nets.selfcheck import SelfCheckError
+
+        try:
+            self._cpu_self_check()
+        except SelfCheckError as e:
+            if self.cfg.forward != "auto" or kind in ("fused", "ort", "eager"):
+                raise
+            log.warning("%s; forward auto falls back to the exact fp32 engine (fused)", e)
+            self.kind = "fused"
+            self.backend = CpuBackend(model, "fused", threads=server_threads(self.cfg))
+            self.hdr[q.G_FORWARD] = BACKENDS.index("fused") + 1
+            self._flops = {}
+            self._cpu_self_check()
 
     def _cpu_self_check(self):
         from nets.backends import tolerance_of

@@ -215,3 +215,51 @@ def test_cuda_graph_bf16_server_matches_fp32_forward(server_factory):
     ref_pol, ref_wdl = direct(ServerConfig(preset="b3c128nbt", seed=4), x)
     assert np.abs(wdl - ref_wdl).max() < 0.05
     assert np.corrcoef(pol.ravel(), ref_pol.ravel())[0, 1] > 0.99
+
+
+def test_auto_falls_back_to_exact_fp32_when_a_reload_fails_the_approximate_engines_check(
+        server_factory, tmp_path, monkeypatch):
+    """Forward auto chose int8 (here: from the per-machine cache, so the choice is fixed);
+    a reloaded net whose int8 version fails the self-check (int8 is calibrated per net) is
+    then served by the exact fp32 engine instead of stopping the server."""
+    from conftest import skip_without_instructions
+    from nets import precision
+    from nets.backends import BACKENDS
+
+    skip_without_instructions("ort_int8")
+    pytest.importorskip("onnxruntime")
+    cfgnet = get_preset("tiny")
+
+    def net(seed, scale):
+        torch.manual_seed(seed)
+        m = build_model(cfgnet).eval()
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(scale * 0.1 * torch.randn_like(p))
+        return m
+
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path / "cache"))
+    key = precision._cache_key(cfgnet, 1, [(12, 12)], 64, precision.AUTO_CANDIDATES)
+    precision._write_cache_entry(tmp_path / "cache" / "forward.json", key,
+                                 {"kind": "ort_int8", "precision": "int8", "table": {}, "seconds": 0.0})
+    models = tmp_path / "models"
+    save_checkpoint(models / checkpoint_name(1), net(1, 1.0), cfgnet, 1)  # its int8 passes the check
+    cfg = ServerConfig(model=str(models), threads=1, reload_interval=0.1, forward="auto", sizes=((12, 12),))
+    sq, proc = server_factory(cfg, max_batch=64)
+    c = q.InferenceClient(sq.handles, 0)
+    x = (np.random.default_rng(0).random((3, 9, 12, 12)) < 0.4).astype(np.uint8)
+    c.evaluate(x)
+    hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
+    assert BACKENDS[hdr[q.G_FORWARD] - 1] == "ort_int8"
+    m2 = net(2, 3.0)  # its int8 version fails the self-check
+    save_checkpoint(models / checkpoint_name(2), m2, cfgnet, 2)
+    deadline = time.monotonic() + 300  # a wait, not a speed check
+    while c.model_version != 2 and time.monotonic() < deadline:
+        c.evaluate(x)
+        time.sleep(0.05)
+    assert c.model_version == 2 and proc.is_alive()
+    assert BACKENDS[hdr[q.G_FORWARD] - 1] == "fused"
+    pol, _ = c.evaluate(x)
+    with torch.inference_mode():
+        ref = m2(torch.from_numpy(x).float())[0].numpy()
+    np.testing.assert_allclose(pol, ref, atol=1e-4, rtol=1e-4)
