@@ -561,7 +561,7 @@ def main(argv=None) -> int:
     if run.threads > 0:
         torch.set_num_threads(run.threads)
     if args.bench:
-        sizes = [(h, w) for h in range(9, 13) for w in range(9, 13)]
+        sizes = list(RULES.saiblo_sizes)
         steps = max(run.train.steps, 5) if run.train.steps else 10
         device = run.train.resolved_device()
         given = any(k == "cfg__train__per_size" for k in vars(args))

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import c4fast
+from c4fast.board import RULES
 from c4fast.game import IllegalMove, check_setup
 
-SAIBLO_SIZES = range(9, 13)
 MAX_SPEC_CHARS = 300
 _REPLAY_RE = re.compile(r"^ *(\d{1,3})x(\d{1,3})(?:@(\d{1,3}),(\d{1,3}))?:((?: *\d{1,3} *,)* *\d{1,3} *,? *)?$")
 
@@ -87,13 +87,13 @@ def new_game_setup(body: dict, rng: np.random.Generator) -> tuple[int, int, tupl
             raise BadRequest(400, "give either 'replay' or 'height'/'width'/'forbidden'/'moves', not both")
         return parse_replay(body["replay"])
     if "height" in body or "width" in body:
-        h = _int(body, "height", 4, 12)
-        w = _int(body, "width", 4, 12)
+        h = _int(body, "height", RULES.min_side, RULES.max_side)
+        w = _int(body, "width", RULES.min_side, RULES.max_side)
     else:
-        h, w = (int(rng.choice(SAIBLO_SIZES)) for _ in range(2))
+        h, w = (int(rng.choice(RULES.saiblo_sides)) for _ in range(2))
     f = body.get("forbidden", "random")
     if f == "random":
-        forbidden = (int(rng.integers(h)), int(rng.integers(w)))
+        forbidden = RULES.draw_cell(rng, h, w)
     elif f is None:
         forbidden = None
     elif (isinstance(f, list) and len(f) == 2
