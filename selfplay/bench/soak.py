@@ -9,8 +9,8 @@ process of both trees (``/proc``: resident memory, open file descriptors, thread
 
 Writes ``OUT/soak.csv`` (one row per process and sample: seconds, pid, role, rss_mb, fds,
 threads), ``OUT/soak.png`` (RSS per role over time, when matplotlib is installed) and
-``OUT/soak.json``: per role the peak RSS at minute 5 and at the end, the slope of the
-summed RSS from minute 5 on (MB per hour, least squares) and of the open files, and
+``OUT/soak.json``: per role the RSS at the end of the warm-up and at the end, the peak, the slope of the
+summed RSS from the end of the warm-up on (``--warmup``, MB per hour, least squares) and of the open files, and
 ``growth`` flags where a slope exceeds both ``--max-growth-mb`` per hour and 10 % of the
 role's RSS per hour. Exit code 0 when nothing grew, 1 when something did or a child
 failed, 2 for bad arguments.
@@ -245,7 +245,9 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=2, help="synthetic web clients (default 2)")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between a client's requests (default 1)")
     ap.add_argument("--every", type=float, default=10.0, help="seconds between samples (default 10)")
-    ap.add_argument("--warmup", type=float, default=5.0, help="minutes before slopes are measured (default 5)")
+    ap.add_argument("--warmup", type=float, default=12.0,
+                    help="minutes before slopes are measured (default 12: after the loop's first evaluation, which "
+                         "loads the evaluation players into the loop process once)")
     ap.add_argument("--max-growth-mb", type=float, default=20.0,
                     help="flag a role whose RSS grows faster than this many MB per hour (and 10 %% of it)")
     args = ap.parse_args(argv)
