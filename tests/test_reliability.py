@@ -169,7 +169,9 @@ def test_a_run_whose_writes_failed_once_ends_with_the_error_and_counts_what_the_
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     summary = json.loads(out.strip().splitlines()[-1])
-    failed = re.compile(r"worker \d \(restart 0\) failed: (FileExistsError|NotADirectoryError)")
+    # the first incarnation fails; on a loaded machine its restart may fail too before the
+    # directory is back (the summary names the last failure)
+    failed = re.compile(r"worker \d \(restart \d+\) failed: (FileExistsError|NotADirectoryError)")
     assert failed.search(summary["error"]), summary["error"]
     assert failed.search(err)  # logged when it happened
     shards = list_shards([d])
