@@ -214,6 +214,27 @@ def _read_cache() -> dict:
     return _read_json_dict(_cache_path())
 
 
+def machine_key(parts=()) -> str:
+    """A short hash naming this machine's CPU (model, flags) and torch version, plus `parts`
+    (JSON-able): the key of measurements that hold for this machine only."""
+    import torch
+
+    info = cpu_info()
+    text = json.dumps([info.model, sorted(info.flags), torch.__version__, list(parts)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def read_cache_entry(key: str) -> dict | None:
+    """A measurement cached under `key` in the forward cache, or None."""
+    hit = _read_cache().get(key)
+    return hit if isinstance(hit, dict) else None
+
+
+def write_cache_entry(key: str, value: dict) -> None:
+    """Cache `value` under `key` (atomically; never fatal)."""
+    _write_cache_entry(_cache_path(), key, value)
+
+
 def _write_cache(key: str, choice: ForwardChoice) -> None:
     _write_cache_entry(_cache_path(), key, {"kind": choice.kind, "precision": choice.precision,
                                             "table": choice.table, "seconds": choice.seconds})

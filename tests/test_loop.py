@@ -2,11 +2,14 @@
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from nets.shards import list_shards, read_shard, validate_shard
 
@@ -22,12 +25,20 @@ def loop_cmd(run_dir, evaluations, minutes=30):
 
 def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     run = tmp_path / "run"
-    # a trainer knob, through the loop's flags
-    knob = ["--train.value-mix", "0.25"]
-    proc = subprocess.run(loop_cmd(run, 1) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # a trainer knob, through the loop's flags; the roles at 0 are sized from measured speeds
+    knob = ["--train.value-mix", "0.25", "--selfplay.workers", "0", "--selfplay.threads", "0", "--train.threads", "0"]
+    env = dict(os.environ, C4FAST_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run(loop_cmd(run, 1) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["samples"] > 0 and summary["latest_checkpoint"]
+    plan = summary["core_split"]
+    assert plan == json.loads((run / "loop.json").read_text())["core_split"]
+    assert plan["cores"] == len(os.sched_getaffinity(0)) and sum(plan["shares"].values()) == pytest.approx(plan["cores"], abs=0.01)
+    sp_conf = json.loads((run / "config" / "selfplay.json").read_text())
+    tr_conf = json.loads((run / "config" / "train.json").read_text())
+    assert (sp_conf["workers"], sp_conf["threads"], tr_conf["threads"]) == tuple(plan["used"].values())
+    assert min(plan["used"].values()) >= 1 and plan["costs"]["evals_per_sample"] >= 1
     shards = list_shards([run / "data"])
     assert shards
     for p in shards[-3:]:
@@ -46,7 +57,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     step_before = int(Path(summary["latest_checkpoint"]).stem.split("_")[1])
     # the same command with a larger budget resumes: it rates the checkpoint saved at the stop,
     # then needs a newer one, which only a resumed trainer can write
-    proc2 = subprocess.run(loop_cmd(run, 3) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc2 = subprocess.run(loop_cmd(run, 3) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc2.returncode == 0, proc2.stdout + proc2.stderr
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
     assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
@@ -55,12 +66,29 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     assert json.loads((run / "loop.json").read_text())["config"]["preset"] == "dummy"
     train_conf = json.loads((run / "config" / "train.json").read_text())
     assert train_conf["resume"] is True and train_conf["train"]["value_mix"] == 0.25
-    versions = set()
-    for p in list_shards([run / "data"]):
-        for k, g in read_shard(p).items():
-            if k != "games":
-                versions.update(int(v) for v in g["model_version"])
-    assert max(versions) > 0, "self-play never played with a trained checkpoint"
+
+    def trained_versions():
+        versions = {0}
+        for p in list_shards([run / "data"]):
+            for k, g in read_shard(p).items():
+                if k != "games":
+                    versions.update(int(v) for v in g["model_version"])
+        return max(versions)
+
+    if trained_versions() == 0:
+        # self-play may not have reloaded a checkpoint before the evaluations ended the runs (a
+        # loaded machine starts its server late): a third run, stopped once it has
+        p = subprocess.Popen(loop_cmd(run, 0) + knob, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+        try:
+            deadline = time.monotonic() + 300  # a wait, not a speed check
+            while trained_versions() == 0 and time.monotonic() < deadline and p.poll() is None:
+                time.sleep(1)
+        finally:
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, out + err
+    assert trained_versions() > 0, "self-play never played with a trained checkpoint"
 
 
 def test_ctrl_c_stops_everything_cleanly(tmp_path):

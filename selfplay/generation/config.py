@@ -116,7 +116,7 @@ class RunConfig:
     threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
     forward: str = field(default="auto", metadata=opt(
         "forward path of the server: auto (CPU: the fastest engine that passes its self-check, measured; CUDA: fused), " + ", ".join(FORWARDS[1:])
-        + " (nets.backends; the CPU loop presets use ort: docs/PERFORMANCE.md)"))
+        + " (nets.backends; docs/PERFORMANCE.md)"))
     reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
     status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
     node_tag: str | None = field(default=None, metadata=opt(

@@ -114,9 +114,10 @@ CPU_ANCHORS = ("uct:2000", "alphabeta:5:6")
 #: cpu: Saiblo boards on 2 cores; standard: 6x7 without a forbidden cell (Pons's yardstick);
 #: gpu: one GPU with the b3c128nbt net; dummy: seconds-long runs for tests.
 PRESETS = {
-    # CPU budget (docs/PERFORMANCE.md, measured): one server thread (~1 core) on the CPU
-    # engine measured fastest on this machine at start-up (forward auto, e.g. bf16 on
-    # AVX512-BF16/AMX CPUs; nets.precision), the trainer one thread (~0.75 core at ratio 6), the worker's search ~0.04 core;
+    # CPU budget: the workers, server threads and trainer threads (0 here) are sized at
+    # start from this machine's measured speeds (selfplay.generation.cores: a 2-core machine
+    # gets 1 worker, 1 server thread, 1 trainer thread; docs/PERFORMANCE.md); the server runs
+    # the CPU engine measured fastest (forward auto, e.g. bf16 on AVX512-BF16/AMX CPUs);
     # value target 0.5 outcome + 0.5 root WDL: 0.63 [0.54, 0.71] in 60 pairs against the
     # outcome-only target after 12 equal minutes (docs/ABLATIONS.md); moves sampled at
     # temperature 0.5^(1 + 2x) (0.5 at the first move, 0.125 on a full board; katac4's
@@ -124,7 +125,7 @@ PRESETS = {
     # [0.50, 0.70] in 50 pairs at equal samples (docs/ABLATIONS.md). Evaluation anchors
     # UCT-2000 (rated 0) and a depth-6 alpha-beta, deterministic and neither saturated by a
     # 60-minute net (random/greedy/UCT-500 were: 46-48 wins of 48, ~1,300-Elo intervals)
-    "cpu": _preset("cpu", "cpu_small", value_mix=0.5,
+    "cpu": _preset("cpu", "cpu_small", value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS)),
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
@@ -136,7 +137,8 @@ PRESETS = {
                    evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)
-    "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5,
+    "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, workers=0,
+                                  server_threads=0, train_threads=0,
                                   evaluation=EvalConfig(every_min=10.0, pairs=8, playouts=100,
                                                         anchors=("random", "greedy", "alphabeta:0.05")))),
     "dummy": _preset("dummy", "tiny", games=4, full=16, fast=4, prob=0.5, per_size=4, ratio=1.0, window_c=1000,
@@ -162,13 +164,14 @@ class LocalPlacement:
 
     def __init__(self):
         self.procs: dict[str, subprocess.Popen] = {}
+        self.plan: dict | None = None  # the measured core split (see sized)
         self.run: Orchestrator | None = None
         self.budget = 0.0
         self._cpu_last: tuple[float, dict] | None = None  # (monotonic time, CPU seconds per role)
 
     def start(self, run: Orchestrator, remaining_s: float) -> None:
         self.run, self.budget = run, remaining_s
-        sp, tr = run.child_configs(remaining_s)
+        sp, tr = self.sized(run, *run.child_configs(remaining_s))
         conf = os.path.join(run.dir, "config")
         save_config(sp, os.path.join(conf, "selfplay.json"))
         save_config(tr, os.path.join(conf, "train.json"))
@@ -186,6 +189,30 @@ class LocalPlacement:
                 stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=child_setup)
             out.close()
             log.info("started %s (pid %d), log %s", name, self.procs[name].pid, out.name)
+
+    def sized(self, run: Orchestrator, sp: RunConfig, tr: TrainRunConfig) -> tuple[RunConfig, TrainRunConfig]:
+        """The children's configs with the roles left at 0 (``selfplay.workers``,
+        ``selfplay.threads``, ``train.threads``) sized from this machine's measured speeds
+        (:mod:`selfplay.generation.cores`; CPU self-play only: a GPU run keeps them). The
+        plan goes into the state file and the summary."""
+        if sp.gpus > 0 or 0 not in (sp.workers, sp.threads, tr.threads):
+            return sp, tr
+        from selfplay.generation.cores import measure_costs, split_cores, usable_cores
+
+        cores = usable_cores()
+        games = sp.games_per_worker or 32
+        costs = measure_costs(sp.net_preset, sp.size_list, sp.search, sp.selfplay, sp.forward,
+                              min(256, games * sp.search.leaves_per_step), tr.train.resolved_precision(),
+                              tr.train.per_size)
+        plan = split_cores(cores, costs, tr.train.ratio)
+        sp = dataclasses.replace(sp, workers=sp.workers or plan.workers, threads=sp.threads or plan.server_threads)
+        tr = dataclasses.replace(tr, threads=tr.threads or plan.train_threads)
+        self.plan = {"cores": cores, **plan.to_dict(), "costs": dataclasses.asdict(costs),
+                     "used": {"workers": sp.workers, "server_threads": sp.threads, "train_threads": tr.threads}}
+        run.state["core_split"] = self.plan
+        log.info("cores: %d usable; measured %s; split %s -> %d worker(s), %d server thread(s), "
+                 "%d trainer thread(s)", cores, costs, plan.shares, sp.workers, sp.threads, tr.threads)
+        return sp, tr
 
     def poll(self) -> None:
         tr, sp = self.procs["train"], self.procs["selfplay"]
@@ -238,7 +265,7 @@ class LocalPlacement:
         return {role: max(0.0, (total[role] - last[1].get(role, 0.0)) / dt) for role in total}
 
     def summary(self) -> dict:
-        return {}
+        return {"core_split": self.plan} if self.plan else {}
 
 
 def build_parser() -> argparse.ArgumentParser:
