@@ -7,11 +7,13 @@ so it is refused), ``int8`` (VNNI — AVX512-VNNI, AVX-VNNI — or AMX-INT8). En
 of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
 
 :func:`choose_forward` times every candidate engine the CPU supports on the run's board
-sizes and batch size within a bounded time, drops any that fails its self-check against
+sizes at the server's batch and at a quarter of it (a server's forwards range between
+them) within a bounded time, drops any that fails its self-check against
 the eager fp32 forward, and picks the fastest. The choice is cached per machine, net
 architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
 ``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
-holds only the choice and its table, never weights.
+holds only the choice and its table, never weights (and the loop's measured role costs,
+:mod:`selfplay.generation.cores`, through :func:`read_cache_entry`/:func:`write_cache_entry`).
 
 Units: GFLOP/s counts a multiply-add as two operations (int8: GOP/s, same convention).
 """
@@ -206,7 +208,8 @@ def _cache_key(config, threads: int, sizes, batch: int, candidates) -> str:
     info = cpu_info()
     text = json.dumps([info.model, sorted(info.flags), config.to_dict() if hasattr(config, "to_dict")
                        else dataclasses.asdict(config), threads, [list(s) for s in sizes], batch,
-                       list(candidates), torch.__version__], sort_keys=True, default=str)
+                       list(candidates), torch.__version__, "timed at batch and batch/4"],
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -242,7 +245,8 @@ def _write_cache(key: str, choice: ForwardChoice) -> None:
 
 def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,
                    budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
-    """The fastest CPU engine for `model` on `sizes` at `batch` positions per forward,
+    """The fastest CPU engine for `model` on `sizes` at up to `batch` positions per forward
+    (timed at `batch` and at a quarter of it),
     among `candidates` this CPU supports that pass their self-check (see the module
     docstring); at most about `budget_s` seconds of timing (engine start-up included)."""
     import torch
@@ -266,7 +270,10 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     timed = sorted(set(sizes), key=lambda s: s[0] * s[1])
     timed = [timed[-1]] if len(timed) == 1 else [timed[-1], timed[0]]
     n = max(1, int(batch))
-    inputs = [random_planes(n, config.in_planes, h, w, seed=1).astype(np.float32) for h, w in timed]
+    # a server's forwards range from a few positions to `batch` (measured mean: about half of
+    # it in the cpu loop): time calls of `batch` and of a quarter of it, alternating
+    inputs = [random_planes(b, config.in_planes, h, w, seed=1).astype(np.float32)
+              for h, w in timed for b in sorted({n, max(1, n // 4)})]
 
     def reference(x):
         with torch.inference_mode():
@@ -289,17 +296,17 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
             table[kind] = f"refused: {str(e)[:160]}"
             continue
         # time: alternate the sizes until this engine's share of the budget is spent
-        done, spent, i = 0, 0.0, 0
-        while spent < max(0.05, per_engine - (time.perf_counter() - t0)) or done < 2 * len(timed):
-            x = inputs[i % len(inputs)]
+        done, positions, spent = 0, 0, 0.0
+        while spent < max(0.05, per_engine - (time.perf_counter() - t0)) or done < 2 * len(inputs):
+            x = inputs[done % len(inputs)]
             t1 = time.perf_counter()
             be(x)
             spent += time.perf_counter() - t1
             done += 1
-            i += 1
-            if done >= 2 * len(timed) and time.perf_counter() - t0 > per_engine:
+            positions += len(x)
+            if done >= 2 * len(inputs) and time.perf_counter() - t0 > per_engine:
                 break
-        table[kind] = round(done * n / spent, 1)
+        table[kind] = round(positions / spent, 1)
     speeds = {k: v for k, v in table.items() if isinstance(v, float)}
     if not speeds:
         raise RuntimeError(f"no CPU forward engine passed its self-check: {table}")
