@@ -77,3 +77,16 @@ def test_a_real_measurement_is_cached_per_machine(tmp_path, monkeypatch):
     assert 0 < costs.search_s_per_eval < 1 and 0 < costs.forward_s_per_eval < 1 and 0 < costs.train_s_per_sample < 10
     assert (tmp_path / "forward.json").exists()
     assert measure_costs(*args, seconds=0.3) == costs  # the cache: the same figures, not a new timing
+
+
+def test_the_benchmark_prints_the_machine_the_costs_and_the_splits(tmp_path, monkeypatch, capsys):
+    import json
+
+    from selfplay.generation.cores import main
+
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    assert main(["--preset", "standard", "--cores", "2,4"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["bench"] == "cores" and out["cpu_model"] and out["net"] == "cpu_small"
+    assert set(out["splits"]) == {"2", "4"} and out["splits"]["2"]["server_threads"] == 1
+    assert set(out["per_sample_ms"]) == {"server", "search", "trainer"}

@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
     "nets": (["-m", "selfplay.bench.nets"], "roofline, evals/s and fraction of peak, CPU engines, server vs direct, "
                                    "playouts of the net player in 0.2 s per forward"),
     "train": (["-m", "nets.train", "--bench"], "trainer samples/s on synthetic data"),
+    "cores": (["-m", "selfplay.generation.cores"], "the cpu loop's costs per role on this machine and its core split"),
     "gpucheck": (["-m", "selfplay.bench.gpucheck"], "GPU acceptance: graphs, server, self-play, trainer (CUDA)"),
 }
 

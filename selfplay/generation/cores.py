@@ -171,3 +171,46 @@ def measure_costs(net_preset: str, sizes, search, policy, forward: str, batch: i
     if use_cache:
         write_cache_entry(key, dataclasses.asdict(costs))
     return costs
+
+
+def main(argv=None) -> int:
+    """`python -m selfplay.generation.cores [--preset cpu]`: the role costs of a loop preset on
+    this machine and its split for several core counts, as one JSON line (a benchmark)."""
+    import argparse
+    import json
+
+    from c4fast.board import RULES
+    from c4fast.runtime import setup_logging
+    from nets.precision import cpu_info
+    from selfplay.generation.loop import PRESETS
+
+    ap = argparse.ArgumentParser(prog="python -m selfplay.generation.cores", description=main.__doc__)
+    ap.add_argument("--preset", default="cpu", choices=sorted(k for k, v in PRESETS.items() if v.selfplay.gpus == 0))
+    ap.add_argument("--cores", default="1,2,4,8,16", help="core counts to split (comma-separated)")
+    ap.add_argument("--no-cache", action="store_true", help="measure again instead of reading the cache")
+    args = ap.parse_args(argv)
+    setup_logging()
+    try:
+        counts = [int(c) for c in args.cores.split(",")]
+    except ValueError:
+        ap.error(f"--cores {args.cores!r}: give integers like 1,2,4")
+    cfg = PRESETS[args.preset]
+    sp, tr = cfg.selfplay, cfg.train
+    sizes = RULES.parse_sizes(cfg.sizes)  # the loop's sizes (the children get them from it)
+    costs = measure_costs(cfg.net, sizes, sp.search, sp.selfplay, sp.forward,
+                          min(256, (sp.games_per_worker or 32) * sp.search.leaves_per_step),
+                          tr.train.resolved_precision(), tr.train.per_size, use_cache=not args.no_cache)
+    info = cpu_info()
+    out = {"bench": "cores", "preset": args.preset, "net": cfg.net, "cpu_model": info.model,
+           "cpu_flags": sorted(f for f in info.flags if f.startswith(("avx", "amx"))), "usable_cores": usable_cores(),
+           "costs": dataclasses.asdict(costs), "ratio": tr.train.ratio,
+           "per_sample_ms": {k: round(v * 1e3, 3) for k, v in costs.per_sample(tr.train.ratio).items()},
+           "splits": {str(c): split_cores(c, costs, tr.train.ratio).to_dict() for c in counts}}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
