@@ -23,6 +23,19 @@ class KernelParams(NamedTuple):
     proofs: bool
 
 
+#: values of SearchConfig.root_search
+ROOT_SEARCHES = ("puct", "gumbel")
+
+
+class GumbelParams(NamedTuple):
+    """The Gumbel root-search settings the Numba kernels read (SearchConfig.gumbel_params)."""
+
+    enabled: bool
+    actions: int
+    c_visit: float
+    c_scale: float
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
     """Settings of the batched MCTS (:mod:`c4fast.mcts`) and the graph search (:mod:`c4fast.mcgs`).
@@ -46,6 +59,15 @@ class SearchConfig:
     proofs             True    graph search only: propagate proven results (terminals,
                                then win/draw/loss from children), steer selection and the
                                move by them, stop once the root is proven (c4fast.mcgs)
+    root_search        puct    batched MCTS (self-play) only: ``puct`` (PUCT at the root,
+                               Dirichlet noise, forced playouts, visit-count targets) or
+                               ``gumbel`` (Gumbel top-m + sequential halving at the root,
+                               completed-Q policy targets, the move is the survivor;
+                               c4fast.gumbel). The graph search ignores it
+    gumbel_actions     16      m: actions sampled without replacement at a Gumbel root
+                               (capped by the root's children)
+    gumbel_c_visit     50.0    sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1]
+    gumbel_c_scale     1.0
     ================== ======= ==========================================================
     """
 
@@ -61,22 +83,31 @@ class SearchConfig:
     sensible: bool = field(default=True, metadata=opt("expand only sensible moves"))
     tree_reuse: bool = field(default=True, metadata=opt("keep the subtree of the played move"))
     proofs: bool = field(default=True, metadata=opt("graph search: propagate proven results"))
+    root_search: str = field(default="puct", metadata=opt(
+        "self-play root search: puct (noise, playout-cap targets) or gumbel (sequential halving, "
+        "completed-Q targets, the survivor is played)"))
+    gumbel_actions: int = field(default=16, metadata=opt("gumbel: actions m sampled at the root"))
+    gumbel_c_visit: float = field(default=50.0, metadata=opt("gumbel: c_visit of sigma(q)"))
+    gumbel_c_scale: float = field(default=1.0, metadata=opt("gumbel: c_scale of sigma(q)"))
 
     def __post_init__(self):
         def bad(name, cond):
             if not cond:
                 raise ValueError(f"SearchConfig.{name} has an invalid value {getattr(self, name)!r}")
 
-        for f in ("c_puct", "fpu_reduction", "noise_alpha", "forced_k"):
+        for f in ("c_puct", "fpu_reduction", "noise_alpha", "forced_k", "gumbel_c_visit", "gumbel_c_scale"):
             v = getattr(self, f)
             bad(f, isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
         bad("noise_alpha", self.noise_alpha > 0)
         bad("noise_fraction", 0.0 <= self.noise_fraction <= 1.0)
         bad("full_probability", 0.0 <= self.full_probability <= 1.0)
-        for f in ("full_playouts", "fast_playouts", "leaves_per_step"):
+        for f in ("full_playouts", "fast_playouts", "leaves_per_step", "gumbel_actions"):
             v = getattr(self, f)
             bad(f, isinstance(v, int) and not isinstance(v, bool) and v >= 1)
         bad("fast_playouts", self.fast_playouts <= self.full_playouts)
+        if self.root_search not in ROOT_SEARCHES:
+            raise ValueError(f"SearchConfig.root_search must be one of {', '.join(ROOT_SEARCHES)}, "
+                             f"got {self.root_search!r}")
 
     def kernel_params(self) -> KernelParams:
         return KernelParams(
@@ -88,6 +119,14 @@ class SearchConfig:
             int(self.leaves_per_step),
             bool(self.sensible),
             bool(self.proofs),
+        )
+
+    def gumbel_params(self) -> GumbelParams:
+        return GumbelParams(
+            self.root_search == "gumbel",
+            int(self.gumbel_actions),
+            float(self.gumbel_c_visit),
+            float(self.gumbel_c_scale),
         )
 
     def replace(self, **changes) -> "SearchConfig":

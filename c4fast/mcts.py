@@ -17,7 +17,8 @@ Node pool (:class:`Tree`), ``N = games * region`` nodes; game ``g`` owns the nod
 
 Per game (:class:`GameSlots`): ``root``, ``next_free`` (next unused node of the region),
 ``target`` (root visits that end the search), ``full`` (full search: noise and forced
-playouts), ``root_temp``, ``prepared`` (root noise/temperature applied), ``positions``
+playouts), ``root_temp``, ``prepared`` (root noise/temperature applied, or the Gumbel
+schedule started), ``positions``
 (the root position record), ``pool_full`` (expansions skipped because the region was
 full: an explicit counter, never an out-of-bounds write).
 
@@ -37,6 +38,10 @@ Conventions
   visit with value -1 for the mover. Unvisited children take the FPU value
   ``Q(parent) - fpu_reduction * sqrt(sum of priors of visited siblings)``. Ties go to the
   lowest column.
+* Root search (``SearchConfig.root_search``): ``puct`` as above at every node; ``gumbel``
+  forces the root's child by Gumbel top-m sampling and sequential halving (per-game state
+  in :class:`c4fast.gumbel.GumbelRoots`, ``BatchedMCTS.groots``), PUCT below the root; the
+  move is :meth:`BatchedMCTS.gumbel_move` and the policy target the completed-Q policy.
 * Evaluator output: policy logits ``(B, H, W)`` over cells (the move of a column is its
   landing cell) and win/draw/loss probabilities ``(B, 3)`` for the side to move at the leaf.
 """
@@ -51,9 +56,11 @@ import numpy as np
 from numba import njit
 
 from c4fast import bitboard as bb
-from c4fast.config import KernelParams, SearchConfig
+from c4fast.config import GumbelParams, KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
 from c4fast.game import IllegalMove, check_setup
+from c4fast.gumbel import (WAIT, gumbel_choice, gumbel_root_child, improved_policy, make_gumbel_roots,
+                           prepare_gumbel_root)
 from c4fast.protocols import Evaluator
 from c4fast.puct import child_totals, exploration_scale, fpu_value, puct_score
 from c4fast.rollout import make_rng, uniform
@@ -254,8 +261,9 @@ def _undo_virtual_loss(tree, paths, k, depth):
 
 
 @njit(cache=True, inline="always")
-def _descend(tree, games, g, leaves, k, params):
-    """One descent of game g into leaf slot k (virtual loss applied along the path)."""
+def _descend(tree, games, g, leaves, k, params, root_child):
+    """One descent of game g into leaf slot k (virtual loss applied along the path);
+    `root_child` >= 0 forces the root's child (a Gumbel root's schedule), else PUCT."""
     node = games.root[g]
     pos = leaves.positions[k]
     bb.copy_into(games.positions[g], pos)
@@ -265,7 +273,10 @@ def _descend(tree, games, g, leaves, k, params):
     tree.inflight[node] += 1
     forcing = games.full[g] != 0 and params.forced_k > 0.0
     while tree.first_child[node] != UNEXPANDED and tree.terminal[node] == NOT_TERMINAL:
-        node = select_child(tree, node, forcing and depth == 1, params)
+        if depth == 1 and root_child >= 0:
+            node = root_child
+        else:
+            node = select_child(tree, node, forcing and depth == 1, params)
         if tree.terminal[node] == NOT_TERMINAL:
             bb.play_unchecked(pos, np.int64(tree.move[node]))
         else:
@@ -317,11 +328,13 @@ def count_unfinished(tree, games, active):
 
 
 @njit(cache=True)
-def select_kernel(tree, games, leaves, active, params, planes):
+def select_kernel(tree, games, leaves, active, params, planes, gparams, groots):
     """Descend every active, unfinished game up to `leaves_per_step` times.
 
     Terminal leaves are backed up at once; the others are written to the leaf buffer
     and their planes to planes[k]. Returns the number of leaves for the evaluator.
+    With `gparams.enabled`, a prepared root's child is chosen by its Gumbel schedule
+    (c4fast.gumbel); a game whose halving waits for backups stops for this step.
     """
     k = 0
     for g in range(games.root.shape[0]):
@@ -331,7 +344,12 @@ def select_kernel(tree, games, leaves, active, params, planes):
         for _ in range(params.leaves_per_step):
             if tree.visits[r] + tree.inflight[r] >= games.target[g]:
                 break
-            status = _descend(tree, games, g, leaves, k, params)
+            root_child = -1
+            if gparams.enabled and games.prepared[g]:
+                root_child = gumbel_root_child(tree, groots, g, r, gparams)
+                if root_child == WAIT:
+                    break
+            status = _descend(tree, games, g, leaves, k, params, root_child)
             if status == _LEAF:
                 encode_position(leaves.positions[k], planes[k])
                 k += 1
@@ -406,9 +424,10 @@ def expand_node(tree, games, g, node, pos, logits, params):
 
 
 @njit(cache=True)
-def expand_and_backup_kernel(tree, games, leaves, n, logits, wdl, params, rng):
+def expand_and_backup_kernel(tree, games, leaves, n, logits, wdl, params, rng, gparams, groots):
     """Expand leaf k < n with logits[k] (H, W), back up wdl[k] (win, draw, loss for the
-    side to move at the leaf), remove its virtual loss; prepare fresh roots."""
+    side to move at the leaf), remove its virtual loss; prepare fresh roots (PUCT: root
+    temperature and noise; Gumbel: the schedule, without either)."""
     for k in range(n):
         g = leaves.game[k]
         node = leaves.node[k]
@@ -416,7 +435,11 @@ def expand_and_backup_kernel(tree, games, leaves, n, logits, wdl, params, rng):
         value = float(wdl[k, 0]) - float(wdl[k, 2])
         _backup(tree, leaves.path, k, leaves.depth[k], -value, float(wdl[k, 1]))
         if node == games.root[g] and games.prepared[g] == 0:
-            prepare_root(tree, games, g, params, rng)
+            if gparams.enabled:
+                if prepare_gumbel_root(tree, groots, g, node, games.target[g], gparams, rng):
+                    games.prepared[g] = 1
+            else:
+                prepare_root(tree, games, g, params, rng)
 
 
 # ----------------------------------------------------------- roots and reuse
@@ -545,6 +568,7 @@ class BatchedMCTS:
         bb_h, bb_w, _, _ = check_setup(height, width, None)
         self.config = config
         self.params: KernelParams = config.kernel_params()
+        self.gparams: GumbelParams = config.gumbel_params()
         self.num_games = int(num_games)
         self.height, self.width = bb_h, bb_w
         self.max_playouts = int(max_playouts or config.full_playouts)
@@ -576,6 +600,7 @@ class BatchedMCTS:
             np.zeros((nl, MAX_DEPTH), np.int32),
             np.zeros(nl, np.int32),
         )
+        self.groots = make_gumbel_roots(self.num_games, self.width)
         self.rng = make_rng(seed)
         self.active = np.ones(self.num_games, np.bool_)
         self.has_position = np.zeros(self.num_games, np.bool_)
@@ -628,6 +653,14 @@ class BatchedMCTS:
         self.games.full[g] = 1 if full else 0
         self.games.root_temp[g] = root_temp
         if not self.games.prepared[g]:  # once per root: a second search continues the first
+            self._prepare(g)
+
+    def _prepare(self, g: int) -> None:
+        if self.gparams.enabled:
+            if prepare_gumbel_root(self.tree, self.groots, g, self.games.root[g], self.games.target[g],
+                                   self.gparams, self.rng):
+                self.games.prepared[g] = 1
+        else:
             prepare_root(self.tree, self.games, g, self.params, self.rng)
 
     # ---------------------------------------------------------------- stepping
@@ -638,7 +671,8 @@ class BatchedMCTS:
                 f"planes must have shape (>= {self.max_leaves}, {NUM_PLANES}, {self.height}, "
                 f"{self.width}), got {planes.shape}"
             )
-        return int(select_kernel(self.tree, self.games, self.leaves, self.active, self.params, planes))
+        return int(select_kernel(self.tree, self.games, self.leaves, self.active, self.params, planes,
+                                 self.gparams, self.groots))
 
     def leaf_positions(self, n: int) -> np.ndarray:
         """The position records of the last select()'s leaves (a view)."""
@@ -651,7 +685,7 @@ class BatchedMCTS:
         if wdl.shape[0] < n or wdl.shape[1:] != (3,):
             raise ValueError(f"wdl must be ({n}, 3), got {wdl.shape}")
         expand_and_backup_kernel(self.tree, self.games, self.leaves, n, logits, wdl,
-                                 self.params, self.rng)
+                                 self.params, self.rng, self.gparams, self.groots)
 
     def done(self, g: int) -> bool:
         return bool(search_done(self.tree, self.games, g))
@@ -675,13 +709,50 @@ class BatchedMCTS:
 
     def policy_target(self, g: int) -> np.ndarray:
         """Normalised training target per column: visits after policy-target pruning for
-        full searches (forced playouts removed), plain visits otherwise."""
+        full searches (forced playouts removed), plain visits otherwise; a Gumbel search's
+        completed-Q improved policy (:meth:`gumbel_policy`)."""
+        if self.gparams.enabled:
+            return self.gumbel_policy(g)
         out = np.zeros(self.width, np.float64)
         full = bool(self.games.full[g])
         s = policy_target_kernel(self.tree, self.games.root[g], self.params, full, out)
         if s <= 0:
             s = out.sum()
         return out / s if s > 0 else out
+
+    def gumbel_policy(self, g: int) -> np.ndarray:
+        """The completed-Q improved policy softmax(logit + sigma(completed q)) per column (W,)
+        of game g's expanded root (c4fast.gumbel); zeros if the root is not expanded."""
+        out = np.zeros(self.width, np.float64)
+        improved_policy(self.tree, self.games.root[g], self.gparams, out)
+        return out
+
+    def gumbel_move(self, g: int) -> int:
+        """The column a Gumbel search of game g plays: the survivor of its sequential halving
+        (the best g + logit + sigma(completed q) among the most visited alive actions)."""
+        self._check_gumbel(g)
+        r = self.games.root[g]
+        i = gumbel_choice(self.tree, self.groots, g, r, self.gparams)
+        return int(self.tree.move[self.tree.first_child[r] + i])
+
+    def root_gumbel(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """(g(a) per column, NaN for columns that are not root children; the considered
+        columns still alive in the halving, bool) of game g's Gumbel root."""
+        self._check_gumbel(g)
+        t, r = self.tree, self.games.root[g]
+        gum = np.full(self.width, np.nan)
+        alive = np.zeros(self.width, np.bool_)
+        f = t.first_child[r]
+        for i in range(t.num_children[r]):
+            gum[t.move[f + i]] = self.groots.gumbel[g, i]
+            alive[t.move[f + i]] = bool(self.groots.alive[g, i])
+        return gum, alive
+
+    def _check_gumbel(self, g: int) -> None:
+        if not self.gparams.enabled:
+            raise ValueError("not a Gumbel search (SearchConfig.root_search is 'puct')")
+        if not self.games.prepared[g]:
+            raise ValueError(f"game {g}'s root has not been searched (expanded) yet")
 
     def root_wdl(self, g: int) -> np.ndarray:
         """Search estimate (win, draw, loss) for the side to move at game g's root."""
