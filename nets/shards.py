@@ -12,7 +12,7 @@ of several finished games, grouped by board size so the trainer loads a size at 
         ply          int16   (N,)       stones on the board; side to move = ply % 2 + 1
         policy       float32 (N, H, W)  search policy target over cells (sums to 1 over
                                         the landing cells of legal columns)
-        policy_weight float32 (N,)      1 for full searches, 0 for fast ones
+        policy_weight float32 (N,)      1 for full searches, 0 for fast ones (Gumbel: 1 for every search)
         outcome      int8    (N,)       final result for the side to move: 0 win, 1 draw, 2 loss
         root_wdl     float32 (N, 3)     the search's (win, draw, loss) at the root
         game_id      int64   (N,)

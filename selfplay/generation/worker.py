@@ -2,7 +2,11 @@
 
 Every step selects leaves in all unfinished searches, evaluates them in one batch,
 backs up, and then, for every game whose search is done, records a sample, picks a
-move and starts the next search. Finished games are handed to a callback (the shard
+move and starts the next search. With ``SearchConfig.root_search == "gumbel"`` every
+searched move (full or fast) records the completed-Q policy target with policy weight 1
+and plays the search's survivor (``BatchedMCTS.gumbel_move``: the Gumbel draw replaces
+move sampling, so the move temperature applies to PUCT searches only); the opening's
+moves are sampled from the raw policy either way. Finished games are handed to a callback (the shard
 writer) with their samples and final outcome; new games start in their slots until the
 size's quota is reached, then the worker rotates to the next board size. The workers of a
 node start spread evenly over the sizes (:func:`first_size_index`), so that the sizes in
@@ -73,6 +77,7 @@ class SelfPlayEngine:
             self.planes = evaluator.planes_buffer(height, width)
         else:
             self.planes = self.mcts.planes_buffer()
+        self.gumbel = search.root_search == "gumbel"
         self.slots = [_Slot() for _ in range(num_games)]
         self.model_version = model_version
         self.stats = Stats()
@@ -121,12 +126,16 @@ class SelfPlayEngine:
             s.samples.append({
                 "stones": rec["stones"].copy(), "forbidden": rec["forbidden"].copy(),
                 "last": rec["last"].copy(), "ply": int(rec["ply"]), "policy": policy,
-                "policy_weight": 1.0 if s.full else 0.0, "root_wdl": self.mcts.root_wdl(g).astype(np.float32),
+                "policy_weight": 1.0 if s.full or self.gumbel else 0.0,
+                "root_wdl": self.mcts.root_wdl(g).astype(np.float32),
                 "game_id": s.game_id, "model_version": int(self.model_version()),
             })
-            visits = self.mcts.root_visits(g)
-            cells = int(rec["cells"])
-            col = choose_move(visits, self.policy.move_temperature(game.ply, cells), self.rng)
+            if self.gumbel:
+                col = self.mcts.gumbel_move(g)
+            else:
+                visits = self.mcts.root_visits(g)
+                cells = int(rec["cells"])
+                col = choose_move(visits, self.policy.move_temperature(game.ply, cells), self.rng)
         game.play(col)
         st.moves += 1
         if game.result is None:
