@@ -81,12 +81,15 @@ def test_small_cpu_run_writes_valid_shards(tmp_path):
     assert 0.0 in weights and 1.0 in weights
 
 
-@pytest.mark.parametrize("prob,weight", [("0", 0.0), ("1", 1.0)])
-def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight):
+@pytest.mark.parametrize("prob,weight,extra", [("0", 0.0, ()), ("1", 1.0, ()),
+                                               ("0", 1.0, ("--root-search", "gumbel"))])
+def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight, extra):
+    """... except under Gumbel root search, whose every move has a completed-Q target."""
     proc = run_selfplay(tmp_path, "--max-games", "2", "--sizes", "6x7", "--full-probability", prob,
-                        "--workers", "1")
+                        "--workers", "1", *extra)
     assert proc.returncode == 0, proc.stderr
     for p in list_shards([tmp_path]):
+        validate_shard(p)
         for key, g in read_shard(p).items():
             if key != "games":
                 assert (g["policy_weight"] == weight).all()
