@@ -638,7 +638,10 @@ class BatchedMCTS:
 
         Root temperature and noise are applied once per root (when it becomes the root
         and is expanded); calling start_search again on the same root continues the
-        search with a higher target and leaves the priors as they are.
+        search with a higher target and leaves the priors as they are. A Gumbel root
+        (``root_search == "gumbel"``) takes neither: its schedule starts there instead, with
+        the visits still to come as its budget (`full` and `root_temp` are then unused), and
+        a second call continues that schedule.
         """
         if not self.has_position[g]:
             raise ValueError(f"game {g} has no position (call set_position)")
