@@ -215,6 +215,7 @@ class RunningAverage:
         self.sums: dict | None = None  # ema: S (float tensors in float64; integer ones: the newest)
         self.norm = 0.0  # ema: Z
         self.added = 0  # checkpoints committed
+        self.steps: list[int] = []  # the trainer steps of the checkpoints in the average, oldest first
 
     @property
     def count(self) -> int:
@@ -239,6 +240,13 @@ class RunningAverage:
             self.sums, self.norm = self._ema_with(state)
         self.added += 1
         self.step = int(step)
+        self.steps = self.steps_with(self.step)
+
+    def steps_with(self, step: int | None = None) -> list[int]:
+        """The steps of the checkpoints in :meth:`preview`'s average (with `step` uncommitted)."""
+        if step is None:
+            return list(self.steps)
+        return (self.steps + [step])[-self.last:] if self.method == "swa" else self.steps + [step]
 
     def preview(self, state: dict | None = None) -> dict:
         """The average, with `state` included (uncommitted) if given; floating tensors in
@@ -261,15 +269,15 @@ class RunningAverage:
 
     def state_dict(self) -> dict:
         """Plain containers and tensors (``torch.load(weights_only=True)`` reads them)."""
-        return {**self.info(), "step": self.step, "added": self.added, "kept": list(self.kept),
-                "sums": self.sums, "norm": self.norm}
+        return {**self.info(), "step": self.step, "added": self.added, "steps": list(self.steps),
+                "kept": list(self.kept), "sums": self.sums, "norm": self.norm}
 
     def load_state_dict(self, d: dict) -> bool:
         """Restore from :meth:`state_dict`; returns False (and stays empty) when `d` was written
         with another method, window or decay."""
         if {k: d.get(k) for k in ("method", "last", "decay")} != self.info():
             return False
-        self.step, self.added = int(d["step"]), int(d["added"])
+        self.step, self.added, self.steps = int(d["step"]), int(d["added"]), [int(s) for s in d["steps"]]
         self.kept = deque(d["kept"], maxlen=self.last)
         self.sums, self.norm = d["sums"], float(d["norm"])
         return True

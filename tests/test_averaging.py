@@ -222,3 +222,76 @@ def test_the_average_command_writes_a_checkpoint(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "selfplay.cli", "average", str(models), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--last K" in bad.stderr
+
+
+def _train(tmp_path, name, **kw):
+    from nets.train import TrainConfig, TrainRunConfig, train
+
+    run = {k: kw.pop(k) for k in ("stop_after", "resume") if k in kw}
+    cfg = TrainConfig(preset="tiny", steps=kw.pop("steps", 6), per_size=8, checkpoint_every=2, **kw)
+    return train([str(tmp_path / "d")], TrainRunConfig(out=str(tmp_path / name), train=cfg, **run), quiet=True)
+
+
+def test_the_trainer_without_the_switch_writes_the_raw_weights_as_before(tmp_path):
+    make_shards(tmp_path / "d", games=6)
+    a = _train(tmp_path, "a")
+    state = torch.load(tmp_path / "a" / "train_state.pt", weights_only=True)
+    assert "average" not in state and state["config"]["average"] == "none"
+    ckpt = torch.load(a["checkpoint"], weights_only=True)
+    assert ckpt["extra"] == {"samples_trained": a["samples_trained"]}  # the payload of today's checkpoints
+    for k, v in ckpt["state_dict"].items():
+        assert torch.equal(v, state["model"][k]), k
+    _train(tmp_path, "b")  # a second run: byte-identical checkpoints
+    for name in ("model_00000002.pt", "model_00000006.pt"):
+        model_a, _, meta_a = load_checkpoint(tmp_path / "a" / "models" / name)
+        model_b, _, meta_b = load_checkpoint(tmp_path / "b" / "models" / name)
+        assert meta_a["extra"] == meta_b["extra"]
+        for (k, x), (_, y) in zip(model_a.state_dict().items(), model_b.state_dict().items()):
+            assert torch.equal(x, y), k
+
+
+@pytest.mark.parametrize("method", ["swa", "ema"])
+def test_the_trainer_serves_the_average_of_its_raw_checkpoints(tmp_path, method):
+    make_shards(tmp_path / "d", games=6)
+    _train(tmp_path, "raw")
+    on = _train(tmp_path, "avg", average=method, average_last=2, average_decay=0.6, average_bn_batches=3)
+    raw_state = torch.load(tmp_path / "raw" / "train_state.pt", weights_only=True)
+    avg_state = torch.load(tmp_path / "avg" / "train_state.pt", weights_only=True)
+    for k, v in raw_state["model"].items():  # training is untouched by the served average
+        assert torch.equal(v, avg_state["model"][k]), k
+    raws = [str(tmp_path / "raw" / "models" / f"model_{s:08d}.pt") for s in (2, 4, 6)]
+    chosen = raws[1:] if method == "swa" else raws
+    weights = [0.5, 0.5] if method == "swa" else [0.36 / 1.96, 0.6 / 1.96, 1 / 1.96]
+    served, _, meta = load_checkpoint(on["checkpoint"])
+    ref = _by_hand(chosen, weights)
+    weights_only = [k for k in ref if "running" not in k and "num_batches" not in k]
+    _assert_state_close(served.state_dict(), ref, weights_only)
+    assert meta["extra"]["average"]["steps"] == ([4, 6] if method == "swa" else [2, 4, 6])
+    assert meta["extra"]["average"]["bn"]["batches"] == 3 * 2  # two board sizes
+    # the statistics: the library's re-estimation on the same window with the trainer's RNG
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path / "d"]))
+    expect = Net(get_preset("tiny"))
+    expect.load_state_dict(average_state_dicts([load_checkpoint(p)[0].state_dict() for p in chosen], weights))
+    reestimate_bn(expect, bn_batches(win, np.random.default_rng([0, 6]), 3, 8))
+    for k, v in expect.state_dict().items():
+        if k not in weights_only:
+            torch.testing.assert_close(served.state_dict()[k], v, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("stop", [4, 3])
+def test_a_resumed_run_serves_the_same_average(tmp_path, stop):
+    make_shards(tmp_path / "d", games=6)
+    kw = {"average": "ema", "average_decay": 0.5, "average_bn_batches": 2, "steps": 8}
+    a = _train(tmp_path, "a", **kw)
+    _train(tmp_path, "b", stop_after=stop, **kw)  # 3: the interrupted run's last checkpoint is not committed
+    b = _train(tmp_path, "b", resume=True, **kw)
+    assert b["steps"] == 8
+    ma, _, meta_a = load_checkpoint(a["checkpoint"])
+    mb, _, meta_b = load_checkpoint(b["checkpoint"])
+    assert meta_a["extra"]["average"]["steps"] == meta_b["extra"]["average"]["steps"] == [2, 4, 6, 8]
+    for (k, x), (_, y) in zip(ma.state_dict().items(), mb.state_dict().items()):
+        assert torch.equal(x, y), k
+    other = _train(tmp_path, "b", resume=True, **{**kw, "average": "swa", "steps": 10})  # other settings: restart
+    _, _, meta = load_checkpoint(other["checkpoint"])
+    assert meta["extra"]["average"]["steps"] == [10]
