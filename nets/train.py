@@ -14,6 +14,10 @@ checkpoint ``OUT/models/model_XXXXXXXX.pt`` that ``selfplay.generation.run --mod
 follows. ``--resume`` continues from the training state so that a resumed run and an
 uninterrupted one give identical weights on the CPU (same data).
 
+``--average swa|ema`` (off by default) makes every inference checkpoint a weight average of
+the trainer's checkpoints with batch norm re-estimated on the window (``nets.averaging``); the
+training state keeps the raw weights and the average's state, so a resume continues it.
+
 ``--follow DIR`` keeps training as new shards appear in DIR, holding the number of
 training samples at ``--ratio`` times the number of self-play samples.
 """
@@ -41,6 +45,7 @@ from c4fast.cli import ConfigError, add_config_arguments, config_from_args, conf
 from c4fast.evaluators import column_plane
 from c4fast.runtime import (DirLock, LockedError, atomic_write, atomic_write_json, check_interrupt,
                             forget_handled_interrupt, raise_on_interrupt, remove_stale_temps, setup_logging)
+from nets.averaging import RunningAverage, bn_batches, reestimate_bn
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.canvas import CanvasNet, canvas_batch
@@ -93,9 +98,24 @@ class TrainConfig:
         "CPU until a paired comparison keeps CPU bf16), fp32, or bf16 (autocast; on the CPU only with "
         "AVX512-BF16/AMX, channels_last)"))
     window: WindowConfig = field(default=WindowConfig(), metadata=opt("replay window"))
+    average: str = field(default="none", metadata=opt(
+        "serve a weight average instead of the raw weights in every inference checkpoint (the training state "
+        "keeps the raw ones): none, swa (uniform over the newest --average-last checkpoints) or ema (decay "
+        "--average-decay per checkpoint); batch norm re-estimated on the window (nets.averaging)"))
+    average_last: int = field(default=4, metadata=opt("swa: checkpoints in the served average"))
+    average_decay: float = field(default=0.75, metadata=opt(
+        "ema: each older checkpoint's weight is DECAY times the next one's (normalised)"))
+    average_bn_batches: int = field(default=4, metadata=opt(
+        "batches of --per-size samples per board size that re-estimate the served average's batch norm"))
 
     def __post_init__(self):
         get_preset(self.preset)
+        if self.average not in ("none", "swa", "ema"):
+            raise ValueError(f"--average must be none, swa or ema, got {self.average!r}")
+        if self.average_last < 1 or self.average_bn_batches < 1:
+            raise ValueError("--average-last and --average-bn-batches must be >= 1")
+        if not 0.0 < self.average_decay <= 1.0:
+            raise ValueError(f"--average-decay must be in (0, 1], got {self.average_decay}")
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"--device must be auto, cpu or cuda[:N], got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
@@ -250,34 +270,80 @@ class Trainer:
         self.samples_trained = 0
         self.tb = None
         self.last_metrics: dict = {}
+        self.average = (None if cfg.average == "none"
+                        else RunningAverage(cfg.average, cfg.average_last, cfg.average_decay))
+        self.served = None  # the net that carries the served average (built at its first save)
 
     # ----------------------------------------------------------- state
     @property
     def state_path(self) -> str:
         return os.path.join(self.out, "train_state.pt")
 
-    def save(self) -> str:
+    def save(self, window: ReplayWindow | None = None) -> str:
         """Write the training state and the inference checkpoint (both atomic); refuses
-        (NonFiniteLossError) to write weights that hold NaN or infinity."""
+        (NonFiniteLossError) to write weights that hold NaN or infinity. With
+        ``TrainConfig.average`` the checkpoint is the average (:meth:`_save_average`; batch norm
+        re-estimated on `window`) and the training state carries the average's state."""
         for name, t in self.model.state_dict().items():
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
-        state = {
+        if self.average is not None:
+            return self._save_average(window)
+        state = self._state({k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()})
+        atomic_write(self.state_path, lambda f: torch.save(state, f))
+        path = os.path.join(self.out, "models", checkpoint_name(self.step))
+        save_checkpoint(path, self.model, self.net_config, self.step,
+                        extra={"samples_trained": self.samples_trained})
+        return path
+
+    def _state(self, raw: dict) -> dict:
+        return {
             "format": STATE_FORMAT,
             "config": self.cfg.to_dict(),
             "net_config": self.net_config.to_dict(),
             "step": self.step,
             "samples_trained": self.samples_trained,
-            "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "model": raw,
             "optimizer": self.opt.state_dict(),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
             "torch_rng": torch.get_rng_state(),
         }
+
+    def _save_average(self, window: ReplayWindow | None) -> str:
+        """The training state (raw weights and the average's state) and the served average.
+        A checkpoint at a multiple of ``checkpoint_every`` enters the average (once per step);
+        one at another step (an interrupted or ended run's last) is served with the current
+        weights included but not committed, so a resumed run's averages equal an uninterrupted
+        run's. Batch norm: ``average_bn_batches`` batches of ``per_size`` samples per board size
+        of `window`, drawn by an RNG seeded with (seed, step) (the training RNG is not touched);
+        with an empty window the averaged running statistics stay."""
+        avg_state = self.average
+        raw = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        if self.step == avg_state.step:
+            weights, steps = avg_state.preview(), avg_state.steps_with()
+        elif self.step > 0 and self.step % self.cfg.checkpoint_every == 0:
+            avg_state.add(raw, self.step)
+            weights, steps = avg_state.preview(), avg_state.steps_with()
+        else:
+            weights, steps = avg_state.preview(raw), avg_state.steps_with(self.step)
+        state = self._state(raw)
+        state["average"] = avg_state.state_dict()
         atomic_write(self.state_path, lambda f: torch.save(state, f))
+        if self.served is None:
+            with torch.random.fork_rng(devices=[]):  # its init must not move the saved torch RNG
+                self.served = build_model(self.net_config).to(self.device)
+        self.served.load_state_dict(weights)
+        bn = {"batches": 0, "batch_size": self.cfg.per_size}
+        if window is not None and window.sizes:
+            rng = np.random.default_rng([self.cfg.seed, self.step])
+            bn["batches"] = reestimate_bn(self.served, bn_batches(window, rng, self.cfg.average_bn_batches,
+                                                                  self.cfg.per_size, self.device))
+        self.served.eval()
         path = os.path.join(self.out, "models", checkpoint_name(self.step))
-        save_checkpoint(path, self.model, self.net_config, self.step,
-                        extra={"samples_trained": self.samples_trained})
+        save_checkpoint(path, self.served, self.net_config, self.step,
+                        extra={"samples_trained": self.samples_trained,
+                               "average": {**avg_state.info(), "steps": steps, "bn": bn}})
         return path
 
     def load(self) -> None:
@@ -305,6 +371,12 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
         self.samples_trained = int(state["samples_trained"])
+        if self.average is not None:  # the average's state travels in the training state
+            saved = state.get("average")
+            if saved is None or not self.average.load_state_dict(saved):
+                log.warning("%s holds no average made with --average %s (last %d, decay %s): the served "
+                            "average starts again from step %d", self.state_path, self.cfg.average,
+                            self.cfg.average_last, self.cfg.average_decay, self.step)
 
     # ----------------------------------------------------------- training
     def train_step(self, window: ReplayWindow) -> dict:
@@ -386,7 +458,7 @@ def train(paths, run: TrainRunConfig, quiet: bool = False) -> dict:
     finally:
         session.close()  # a NonFiniteLossError propagates: nothing is saved
     metrics = trainer.last_metrics
-    final = trainer.save() if trainer.step > start_step or not os.path.exists(trainer.state_path) else None
+    final = trainer.save(session.window) if trainer.step > start_step or not os.path.exists(trainer.state_path) else None
     lock.release()
     elapsed = time.monotonic() - t0
     window = session.window
@@ -479,7 +551,7 @@ class _Session:
             if self.bar is not None:
                 self.bar.update(1)
             if trainer.step % cfg.checkpoint_every == 0:
-                trainer.save()
+                trainer.save(window)
 
 
 def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("selfplay.cluster.driver", "the loop on a Ray cluster (self-play on every node)"),
     "run": ("selfplay.generation.run", "self-play only: workers and inference servers writing shards"),
     "train": ("nets.train", "the trainer only (a directory of shards -> checkpoints)"),
+    "average": ("nets.averaging", "average recent checkpoints (SWA or EMA), batch norm re-estimated -> one checkpoint"),
     # evaluation
     "arena": ("selfplay.evaluation.arena", "paired matches between two players, with an interval"),
     "elo": ("selfplay.evaluation.elo", "Elo ratings with 95 % intervals from game records"),
