@@ -17,6 +17,11 @@ of several finished games, grouped by board size so the trainer loads a size at 
         root_wdl     float32 (N, 3)     the search's (win, draw, loss) at the root
         game_id      int64   (N,)
         model_version int64  (N,)       network version that played the move
+        solved_plies int16   (N,)       optional: exact plies to the end under perfect play
+                                        where ``outcome`` is the exact solver's result
+                                        (SelfPlayConfig.solve_max_empty), -1 where it is
+                                        the game's; absent (read as all -1) in shards of runs
+                                        without the solver
         (shards written from d99ce20 to 0f5c532 also hold ``surprise``, for the removed
         policy-surprise weighting; readers ignore it)
     /games/                one row per finished game
@@ -66,6 +71,10 @@ SAMPLE_FIELDS = {
     "game_id": (np.int64, ()),
     "model_version": (np.int64, ()),
 }
+#: sample datasets a shard may lack: name -> (dtype, shape, the value a reader fills in)
+OPTIONAL_SAMPLE_FIELDS = {
+    "solved_plies": (np.int16, (), -1),
+}
 GAME_FIELDS = {
     "game_id": (np.int64, ()),
     "height": (np.int8, ()),
@@ -114,6 +123,24 @@ def check_values(path: str, h: int, w: int, g: dict) -> None:
     ply = np.asarray(g["ply"])
     if (ply < 0).any() or (ply >= h * w).any():
         raise ShardValueError(f"{where}: ply outside 0..{h * w - 1}")
+    if "solved_plies" in g:
+        check_solved(where, g, h, w)
+
+
+def check_solved(where: str, g: dict, h: int, w: int) -> None:
+    """``solved_plies`` d of a size group: -1 (the game's outcome), or an exact distance
+    that fits its outcome: a win ends on the side to move's stone (d odd), a loss on the
+    opponent's (d even), a draw fills the board (d = empty playable cells)."""
+    d = np.asarray(g["solved_plies"], np.int64)
+    ply = np.asarray(g["ply"], np.int64)
+    empty = h * w - (np.asarray(g["forbidden"])[:, 0] >= 0) - ply
+    out = np.asarray(g["outcome"])
+    solved = d != -1
+    ok = ~solved | ((d >= 1) & (d <= empty) & np.where(out == 1, d == empty, d % 2 == np.where(out == 0, 1, 0)))
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ShardValueError(f"{where} sample {i}: solved_plies {int(d[i])} does not fit outcome {int(out[i])} "
+                              f"with {int(empty[i])} empty cells")
 
 
 def size_group(h: int, w: int) -> str:
@@ -126,7 +153,8 @@ class SampleBuffer:
 
     height: int
     width: int
-    rows: dict = field(default_factory=lambda: {k: [] for k in [*SAMPLE_FIELDS, "policy"]})
+    rows: dict = field(default_factory=lambda: {k: [] for k in [*SAMPLE_FIELDS, "policy", *OPTIONAL_SAMPLE_FIELDS]})
+    present: set = field(default_factory=set)  # optional fields some sample of the buffer carries
 
     def __len__(self):
         return len(self.rows["ply"])
@@ -154,12 +182,18 @@ class ShardWriter:
         self.written_samples = 0
 
     def add_game(self, game: dict, samples: list[dict]) -> None:
-        """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W)."""
+        """game: GAME_FIELDS values (moves as a list); samples: SAMPLE_FIELDS + 'policy' (H, W),
+        and optionally OPTIONAL_SAMPLE_FIELDS (written only for a size some sample has them)."""
         h, w = int(game["height"]), int(game["width"])
         buf = self.buffers.setdefault((h, w), SampleBuffer(h, w))
         for s in samples:
             for k in buf.rows:
-                buf.rows[k].append(s[k])
+                if k in OPTIONAL_SAMPLE_FIELDS:
+                    if k in s:
+                        buf.present.add(k)
+                    buf.rows[k].append(s.get(k, OPTIONAL_SAMPLE_FIELDS[k][2]))
+                else:
+                    buf.rows[k].append(s[k])
         self.games.append(game)
         self.pending_samples += len(samples)
         now = time.monotonic()
@@ -195,6 +229,10 @@ class ShardWriter:
                                      compression="lzf")
                 g.create_dataset("policy", data=np.asarray(buf.rows["policy"], np.float32).reshape(len(buf), h, w),
                                  compression="lzf")
+                for k in sorted(buf.present):
+                    dt, shape, _ = OPTIONAL_SAMPLE_FIELDS[k]
+                    g.create_dataset(k, data=np.asarray(buf.rows[k], dtype=dt).reshape(len(buf), *shape),
+                                     compression="lzf")
             gg = f.create_group("games")
             for k, (dt, shape) in GAME_FIELDS.items():
                 if k == "moves":
@@ -245,7 +283,10 @@ def read_shard(path: str) -> dict:
         try:
             for name, g in f["samples"].items():
                 h, w = (int(x) for x in name[1:].split("w"))
-                out[(h, w)] = {k: g[k][()] for k in [*SAMPLE_FIELDS, "policy"]}
+                grp = out[(h, w)] = {k: g[k][()] for k in [*SAMPLE_FIELDS, "policy"]}
+                n = len(grp["ply"])
+                for k, (dt, shape, fill) in OPTIONAL_SAMPLE_FIELDS.items():
+                    grp[k] = g[k][()] if k in g else np.full((n, *shape), fill, dt)
             out["games"] = {k: f["games"][k][()] for k in GAME_FIELDS}
         except (KeyError, OSError, ValueError) as e:
             raise ShardError(f"shard {path!r} is corrupt or misses data: {e}") from None
@@ -276,10 +317,12 @@ def planes_of(group: dict, h: int, w: int, dtype=np.float32) -> np.ndarray:
 def validate_shard(path: str, replay: bool = True) -> dict:
     """Check a shard against the schema; returns a summary. Raises ShardError naming the file.
 
-    Checks dtypes and shapes, that every policy target is a distribution over the
-    landing cells of legal columns, weights in {0, 1}, outcomes in {0, 1, 2}, and (with
-    `replay`) that replaying every stored game gives its stored result and that each
-    sample's outcome agrees with its game's result.
+    Checks dtypes and shapes (of the optional fields too where present), that every policy
+    target is a distribution over the landing cells of legal columns, weights in {0, 1},
+    outcomes in {0, 1, 2}, solver labels (``solved_plies``) that fit their outcomes, that
+    each sample's outcome agrees with its game's result unless the solver gave it, and
+    (with `replay`) that replaying every stored game gives its stored result and that every
+    sample is the position after its game's first ``ply`` moves (forked games included).
     """
     import c4fast
 
@@ -291,6 +334,10 @@ def validate_shard(path: str, replay: bool = True) -> dict:
         n = len(g["ply"])
         n_samples += n
         for k, (dt, shape) in SAMPLE_FIELDS.items():
+            if g[k].dtype != dt or g[k].shape != (n, *shape):
+                raise ShardError(f"shard {path!r} {size_group(h, w)}/{k}: dtype {g[k].dtype} shape "
+                                 f"{g[k].shape}, expected {np.dtype(dt)} {(n, *shape)}")
+        for k, (dt, shape, _) in OPTIONAL_SAMPLE_FIELDS.items():
             if g[k].dtype != dt or g[k].shape != (n, *shape):
                 raise ShardError(f"shard {path!r} {size_group(h, w)}/{k}: dtype {g[k].dtype} shape "
                                  f"{g[k].shape}, expected {np.dtype(dt)} {(n, *shape)}")
@@ -309,28 +356,42 @@ def validate_shard(path: str, replay: bool = True) -> dict:
             raise ShardError(f"shard {path!r} {size_group(h, w)}: policy_weight outside {{0, 1}}")
         if not np.isin(g["outcome"], (0, 1, 2)).all():
             raise ShardError(f"shard {path!r} {size_group(h, w)}: outcome outside {{0, 1, 2}}")
-        for gid, ply, out in zip(g["game_id"], g["ply"], g["outcome"]):
+        for gid, ply, out, solved in zip(g["game_id"], g["ply"], g["outcome"], g["solved_plies"]):
             res = result_of.get(int(gid))
             if res is None:
                 raise ShardError(f"shard {path!r}: sample of unknown game {int(gid)}")
+            if solved != -1:  # the exact solver's result, which a game may miss
+                continue
             to_move = int(ply) % 2 + 1
             expect = 1 if res == 0 else (0 if res == to_move else 2)
             if int(out) != expect:
                 raise ShardError(f"shard {path!r}: game {int(gid)} ply {int(ply)} outcome {int(out)} "
                                  f"disagrees with the game result {res}")
     if replay:
+        hashes = {}  # game id -> position hash after each number of moves
         for i in range(len(games["game_id"])):
             k = int(games["num_moves"][i])
             fr, fc = (int(x) for x in games["forbidden"][i])
             forb = None if fr < 0 else (fr, fc)
+            gm = c4fast.Game(int(games["height"][i]), int(games["width"][i]), forb)
+            seen = [gm.hash]
             try:
-                gm = c4fast.Game.from_moves(int(games["height"][i]), int(games["width"][i]), forb,
-                                            [int(c) for c in games["moves"][i, :k]])
+                for c in games["moves"][i, :k]:
+                    gm.play(int(c))
+                    seen.append(gm.hash)
             except ValueError as e:
                 raise ShardError(f"shard {path!r}: game {int(games['game_id'][i])} does not replay: {e}") from None
             if gm.result is None or gm.result != int(games["result"][i]):
                 raise ShardError(f"shard {path!r}: game {int(games['game_id'][i])} replays to "
                                  f"{gm.result}, stored {int(games['result'][i])}")
+            hashes[int(games["game_id"][i])] = seen
+        for (h, w), g in data.items():
+            recs = rebuild_positions(g, h, w)
+            for j, (gid, ply) in enumerate(zip(g["game_id"], g["ply"])):
+                seen = hashes[int(gid)]
+                if not int(ply) < len(seen) - 1 or int(recs[j]["hash"]) != seen[int(ply)]:
+                    raise ShardError(f"shard {path!r} {size_group(h, w)} sample {j}: not the position after "
+                                     f"the first {int(ply)} moves of game {int(gid)}")
     return {"path": path, "samples": n_samples, "games": len(games["game_id"]),
             "sizes": sorted(k for k in data)}
 

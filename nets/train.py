@@ -97,6 +97,9 @@ class TrainConfig:
         "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA, fp32 on the "
         "CPU until a paired comparison keeps CPU bf16), fp32, or bf16 (autocast; on the CPU only with "
         "AVX512-BF16/AMX, channels_last)"))
+    fast_value_weight: float = field(default=1.0, metadata=opt(
+        "weight of the value loss of fast-search samples (policy_weight 0, playout cap randomization): "
+        "1 = as full ones, 0 = no value rows from fast searches (KataGo)"))
     window: WindowConfig = field(default=WindowConfig(), metadata=opt("replay window"))
     average: str = field(default="none", metadata=opt(
         "serve a weight average instead of the raw weights in every inference checkpoint (the training state "
@@ -131,6 +134,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
+        if not 0.0 <= self.fast_value_weight <= 1.0:
+            raise ValueError(f"TrainConfig.fast_value_weight must be in [0, 1], got {self.fast_value_weight}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
 
@@ -210,14 +215,16 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None):
+           mask=None, fast_value_weight: float = 1.0):
     """Summed (not averaged) total loss, policy soft CE, value CE and policy entropy of
     one batch (0-dim tensors on `device`; nothing here waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
     (the search's estimate at the sample's root, same side). With a board `mask` (a canvas
-    batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`."""
+    batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`.
+    ``fast_value_weight`` f < 1 multiplies the value loss of the samples whose policy weight
+    is 0 (fast searches) by f; the returned value loss is that weighted sum."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -230,13 +237,20 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     logp = F.log_softmax(logits, dim=1)
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
+    vw = None  # per-row value weight: fast searches' rows down-weighted (TrainConfig.fast_value_weight)
+    if fast_value_weight != 1.0:
+        vw = torch.where(w > 0, torch.ones_like(w), torch.full_like(w, float(fast_value_weight)))
     if value_mix > 0:
         if batch.root_wdl is None:
             raise ValueError("value_mix > 0 needs the samples' root_wdl")
         soft = (1 - value_mix) * F.one_hot(z, 3).float() + value_mix * to_device(batch.root_wdl, device)
+        if vw is not None:
+            soft = soft * vw[:, None]
         value_loss = -(soft * F.log_softmax(val.float(), dim=1)).sum()
-    else:
+    elif vw is None:
         value_loss = F.cross_entropy(val.float(), z, reduction="sum")
+    else:
+        value_loss = (vw * F.cross_entropy(val.float(), z, reduction="none")).sum()
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
     total = value_weight * value_loss + policy_loss
@@ -398,14 +412,14 @@ class Trainer:
             batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e = losses(self.canvas, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                                       self.channels_last, mask)
+                                       self.channels_last, mask, self.cfg.fast_value_weight)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
         for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                                       self.channels_last)
+                                       self.channels_last, fast_value_weight=self.cfg.fast_value_weight)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
         tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rate": ("selfplay.evaluation.rate", "rate checkpoints against fixed anchors"),
     "compare": ("selfplay.evaluation.compare", "paired difference of two players against one opponent"),
     "solverbench": ("selfplay.evaluation.solverbench", "a player's moves against exact 6x7 play (Pons's sets)"),
+    "fill": ("selfplay.evaluation.fill", "final board fill of games (self-play shards, arena records): mean, histogram"),
     # applications
     "play": ("selfplay.apps.play", "play against an engine in the terminal"),
     "web": ("selfplay.apps.web.__main__", "the browser board with the engine's analysis"),

@@ -221,3 +221,29 @@ def ref_perft(game: RefGame, depth: int) -> int:
         child.play(col)
         total += ref_perft(child, depth - 1)
     return total
+
+
+def ref_solve(game: RefGame, memo: dict | None = None) -> tuple[int, int]:
+    """Exact ``(outcome, plies)`` of a running game by plain minimax (no pruning, memoised
+    on the position): outcome 0 win, 1 draw, 2 loss for the side to move, plies the moves
+    to the end under perfect play (the fastest win, the slowest loss), the last included."""
+    if game.result is not None:
+        raise ValueError("the game is over")
+    memo = {} if memo is None else memo
+    key = game.key()
+    if key in memo:
+        return memo[key]
+    best = None
+    for col in game.legal_moves():
+        child = game.copy()
+        child.play(col)
+        if child.result is not None:
+            out = (1 if child.result == 0 else 0, 1)  # the move ends the game: a draw or our win
+        else:
+            o, d = ref_solve(child, memo)
+            out = (2 - o, d + 1)
+        rank = (out[0], out[1] if out[0] != 2 else -out[1])  # win soonest, draw, loss latest
+        if best is None or rank < best[0]:
+            best = (rank, out)
+    memo[key] = best[1]
+    return best[1]

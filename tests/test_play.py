@@ -114,6 +114,16 @@ def test_arena_cli_and_bad_spec(tmp_path):
     assert proc.returncode == 0, proc.stderr
     s = json.loads(proc.stdout.strip().splitlines()[-1])
     assert s["games"] == 4 and s["games_per_s"] > 0
+    # the final board fill of the match, and the same from its records (c4fast fill)
+    recs = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
+    cells = [r["height"] * r["width"] - (r["forbidden"] is not None) for r in recs]
+    assert sum(s["fill_hist"]) == 4
+    assert s["mean_fill"] == pytest.approx(np.mean([len(r["moves"]) / c for r, c in zip(recs, cells)]), abs=1e-4)
+    fill = subprocess.run([sys.executable, "-m", "selfplay.cli", "fill", str(tmp_path / "g.jsonl")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert fill.returncode == 0, fill.stderr
+    f = json.loads(fill.stdout)
+    assert (f["games"], f["mean_fill"], f["fill_hist"]) == (4, s["mean_fill"], s["fill_hist"])
     bad = subprocess.run([sys.executable, "-m", "selfplay.evaluation.arena", "nonsense", "random"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nonsense" in bad.stderr

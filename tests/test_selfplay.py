@@ -81,6 +81,21 @@ def test_small_cpu_run_writes_valid_shards(tmp_path):
     assert 0.0 in weights and 1.0 in weights
 
 
+def test_a_run_with_forks_and_solver_labels_reports_them(tmp_path):
+    proc = run_selfplay(tmp_path, "--max-games", "4", "--sizes", "6x7", "--workers", "1", "--no-forbidden-cell",
+                        "--fork-probability", "1", "--fork-max-fill", "0.8", "--solve-max-empty", "16")
+    assert proc.returncode == 0, proc.stderr
+    summ = summary_of(proc)
+    assert summ["forked_games"] == summ["games_played"] >= 4
+    assert 0 < summ["solved_samples"] <= summ["solve_tries"] and summ["solve_nodes"] >= 0
+    assert sum(summ["fill_hist"]) == summ["games_played"] and 0 < summ["mean_fill"] <= 1
+    solved = 0
+    for p in list_shards([tmp_path]):
+        validate_shard(p)
+        solved += int((read_shard(p)[(6, 7)]["solved_plies"] >= 0).sum())
+    assert solved == summ["solved_samples"]  # every game played was written (one worker, flushed)
+
+
 @pytest.mark.parametrize("prob,weight,extra", [("0", 0.0, ()), ("1", 1.0, ()),
                                                ("0", 1.0, ("--root-search", "gumbel"))])
 def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight, extra):

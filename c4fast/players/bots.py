@@ -499,6 +499,45 @@ def play_game(first: Player, second: Player, game: Game) -> Game:
     return g
 
 
+#: share of the moves of :func:`play_fork` that are the greedy player's (the rest uniform)
+FORK_GREEDY_SHARE = 0.5
+
+
+def play_fork(game: Game, plies: int, rng: np.random.Generator) -> int:
+    """Advance running `game` in place by up to `plies` cheap randomized moves that never
+    end it (self-play's mid-game forks): each move is the greedy player's with probability
+    :data:`FORK_GREEDY_SHARE` (it blocks an immediate opponent win and avoids giving one),
+    else a uniformly random legal column; a column that would end the game (a win or the
+    last cell) is replaced by a uniform one of those that do not. Stops early when every
+    column ends the game. Returns the number of moves played; all randomness from `rng`."""
+    if game.result is not None:
+        raise ValueError("play_fork needs a running game")
+    nb_rng = make_rng(int(rng.integers(2**31)))
+    played = 0
+    while played < plies:
+        legal = game.legal_moves()
+        if rng.random() < FORK_GREEDY_SHARE:
+            col = int(greedy_column(game._state[0], nb_rng))
+        else:
+            col = int(legal[int(rng.integers(len(legal)))])
+        g2 = game.copy()
+        g2.play(col)
+        if g2.result is not None:
+            quiet = [c for c in legal if c != col and _keeps_running(game, c)]
+            if not quiet:
+                break
+            col = quiet[int(rng.integers(len(quiet)))]
+        game.play(col)
+        played += 1
+    return played
+
+
+def _keeps_running(game: Game, col: int) -> bool:
+    g2 = game.copy()
+    g2.play(col)
+    return g2.result is None
+
+
 def random_positions(n: int, seed: int, sizes=None, plies: tuple[int, int] | None = None) -> list[Game]:
     """`n` running positions: random Saiblo setups (or random sizes `sizes`) after a
     random number of uniformly random moves (uniform in ``plies`` = (lo, hi) inclusive;

@@ -36,6 +36,30 @@ def empty_cells(game: Game) -> int:
     return game.height * game.width - (game.forbidden is not None) - game.ply
 
 
+def score_result(score: int, ply: int, cells: int) -> tuple[int, int]:
+    """The exact result of a Pons `score` (side to move, :mod:`c4fast.players.solver`'s
+    convention) of a position with `ply` stones on a board of `cells` playable cells:
+    ``(outcome, plies)``, outcome 0 win, 1 draw, 2 loss for the side to move (the shards'
+    encoding) and plies the number of moves to the end of the game under perfect play
+    (the fastest win, the slowest loss; a draw fills the board), the last move included.
+
+    A win whose last stone is played with ``n`` stones on the board scores
+    ``(cells + 1 - n) // 2``; of the two ``n`` with that score the one of the winner's
+    parity (the side to move's is ``ply``'s) is meant, and ``plies = n - ply + 1``."""
+    if not 0 <= ply < cells:
+        raise ValueError(f"ply {ply} outside 0..{cells - 1}")
+    if score == 0:
+        return 1, cells - ply
+    s = abs(score)
+    mover = ply if score > 0 else ply + 1  # parity of the stone count when the winner moves
+    n = cells + 1 - 2 * s
+    if (n - mover) % 2:
+        n -= 1
+    if not ply <= n < cells:
+        raise ValueError(f"score {score} is impossible at ply {ply} of {cells} cells")
+    return (0 if score > 0 else 2), n - ply + 1
+
+
 def _verdict(v: int) -> str:
     return "win" if v > 0 else ("loss" if v < 0 else "draw")
 

@@ -9,7 +9,8 @@ it two deterministic players replay one game pair over and over. Pairs run in pa
 processes; every game is appended to a JSON-lines file (``first``, ``second``, ``result``
 0 draw / 1 first won / 2 second won, board, moves, ``opening``), the format selfplay.evaluation.elo
 reads. Prints a results table with the score of player A and
-its 95 % confidence interval.
+its 95 % confidence interval, and the games' final board fill (mean and histogram with
+``--json``: selfplay.evaluation.fill, which also reads the ``--out`` file).
 
 Player specs are listed below (``c4fast players``; c4fast.players.registry). PATH of a
 ``net:`` player is a .pt checkpoint, a directory of checkpoints (the newest is used) or a
@@ -35,6 +36,7 @@ from c4fast.runtime import check_interrupt
 from nets.config import PLAY_FORWARDS
 from c4fast.players.registry import spec_help
 from nets.players import make_player
+from selfplay.evaluation.fill import records_summary
 from selfplay.generation.config import parse_sizes
 
 
@@ -233,12 +235,15 @@ def main(argv=None) -> int:
     dt = time.perf_counter() - t0
     s = summarize(records, records[0]["first"] if records[0]["first"] == args.a else args.a)
     s["games_per_s"] = round(len(records) / dt, 2)
+    fills = records_summary(records)  # final board fill (selfplay.evaluation.fill)
+    s["mean_fill"], s["fill_hist"] = fills["mean_fill"], fills["fill_hist"]
     if args.json:
         print(json.dumps(s))
     else:
         lo, hi = s["ci95"]
         print(f"{args.a} vs {args.b}: {s['games']} games, +{s['wins']} ={s['draws']} -{s['losses']}, "
-              f"score {s['score']:.3f} (95% CI {lo:.3f}..{hi:.3f}), {s['games_per_s']} games/s")
+              f"score {s['score']:.3f} (95% CI {lo:.3f}..{hi:.3f}), {s['games_per_s']} games/s, "
+              f"mean final fill {s['mean_fill']:.3f}")
     return 0
 
 

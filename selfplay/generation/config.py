@@ -17,11 +17,14 @@ from dataclasses import field
 
 import numpy as np
 
+from c4fast import bitboard as bb
 from c4fast.board import RULES
 from c4fast.cli import flatten, opt
 from c4fast.config import SearchConfig
 from c4fast.game import SAIBLO_SIZES, parse_sizes  # noqa: F401  (re-exported)
 from nets.config import CPU_ONLY_FORWARDS, FORWARDS
+
+MAX_CELLS = bb.MAX_SIZE * bb.MAX_SIZE  # cells of the largest board
 
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
@@ -40,7 +43,21 @@ class SelfPlayConfig:
     forbidden_cell         True    random forbidden cell (False: none, e.g. standard 6x7)
     games_per_size         0       games a worker plays on one size before rotating
                                    (0: as many as it plays at once)
+    solve_max_empty        0       samples with at most this many empty playable cells
+                                   take their value label (outcome, exact plies to the
+                                   end) from the exact solver (0: off; see the worker)
+    solve_nodes            200000  node budget of one such solve (over it: the game's
+                                   outcome, as without the solver)
+    fork_probability       0.0     share of games started from a mid-game fork: up to
+                                   fork_max_fill * cells cheap randomized moves
+                                   (c4fast.players.bots.play_fork), samples from there
+    fork_max_fill          0.5     the fork's stones / playable cells at most (the fork
+                                   ply is uniform in 1 .. that many stones)
     ====================== ======= ====================================================
+
+    A hotter or cooler schedule late in the game is ``move_temp_decay``: the move
+    temperature is ``base^(1 + decay * x)``, x = ply / cells, so decay 0 keeps ``base``
+    to the end of the game (hotter late than today's 1) and 2 cools it twice as fast.
     """
 
     root_temp_start: float = field(default=1.35, metadata=opt("root policy temperature at ply 0"))
@@ -52,6 +69,15 @@ class SelfPlayConfig:
     forbidden_cell: bool = field(default=True, metadata=opt("a random forbidden cell on every board "
                                                            "(--no-forbidden-cell: standard boards)"))
     games_per_size: int = field(default=0, metadata=opt("games per board size before rotating (0: auto)"))
+    solve_max_empty: int = field(default=0, metadata=opt(
+        "exact solver labels (outcome, plies to the end) for samples with at most this many empty playable "
+        "cells (0: off)"))
+    solve_nodes: int = field(default=200_000, metadata=opt(
+        "node budget of one solver label (over it: the game's outcome)"))
+    fork_probability: float = field(default=0.0, metadata=opt(
+        "share of games started from a mid-game position reached by cheap randomized moves (samples from there)"))
+    fork_max_fill: float = field(default=0.5, metadata=opt(
+        "a fork's stones / playable cells at most (its ply is uniform in 1..that)"))
 
     def __post_init__(self):
         for f in ("root_temp_start", "root_temp_base", "root_temp_floor", "move_temp_base"):
@@ -62,6 +88,14 @@ class SelfPlayConfig:
             raise ValueError(f"SelfPlayConfig.move_temp_decay must be >= 0, got {self.move_temp_decay}")
         if self.opening_max < 0 or self.games_per_size < 0:
             raise ValueError("SelfPlayConfig.opening_max and games_per_size must be >= 0")
+        if not 0 <= self.solve_max_empty <= MAX_CELLS:
+            raise ValueError(f"SelfPlayConfig.solve_max_empty must be in 0..{MAX_CELLS}, got {self.solve_max_empty}")
+        if self.solve_nodes < 1:
+            raise ValueError(f"SelfPlayConfig.solve_nodes must be >= 1, got {self.solve_nodes}")
+        if not (math.isfinite(self.fork_probability) and 0.0 <= self.fork_probability <= 1.0):
+            raise ValueError(f"SelfPlayConfig.fork_probability must be in [0, 1], got {self.fork_probability}")
+        if not (math.isfinite(self.fork_max_fill) and 0.0 < self.fork_max_fill < 1.0):
+            raise ValueError(f"SelfPlayConfig.fork_max_fill must be in (0, 1), got {self.fork_max_fill}")
 
     def root_temperature(self, ply: int, cells: int) -> float:
         x = ply / max(cells, 1)
@@ -76,6 +110,10 @@ class SelfPlayConfig:
         if not self.forbidden_cell:
             return None
         return RULES.draw_cell(rng, height, width)
+
+    def fork_plies(self, cells: int) -> int:
+        """The most stones a fork puts on a board of `cells` playable cells (>= 1)."""
+        return max(1, int(self.fork_max_fill * cells))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

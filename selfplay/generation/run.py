@@ -28,6 +28,7 @@ from c4fast.cli import ConfigError, add_config_arguments, config_from_args, conf
 from c4fast.encode import NUM_PLANES
 from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
                             ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
+from selfplay.evaluation.fill import FILL_BINS
 from selfplay.generation.config import RunConfig, default_node_tag
 
 log = logging.getLogger("selfplay.generation.run")
@@ -185,8 +186,11 @@ class WorkerSupervisor:
 
     def totals(self) -> dict:
         keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
-                "written_samples")
-        return {k: sum(st.get(k, 0) for st in self.inc_stats.values()) for k in keys}
+                "written_samples", "forks", "solve_tries", "solved", "solve_nodes", "fill_sum")
+        out = {k: sum(st.get(k, 0) for st in self.inc_stats.values()) for k in keys}
+        out["fill_hist"] = sum((np.asarray(st.get("fill_hist", 0), np.int64) for st in self.inc_stats.values()),
+                               np.zeros(FILL_BINS, np.int64))
+        return out
 
     # -------------------------------------------------------------- supervision
     def poll(self, now: float) -> str | None:
@@ -379,6 +383,7 @@ def run(cfg: RunConfig) -> dict:
                         "seconds": round(el, 1), "games": tot["games"], "samples": tot["samples"],
                         "samples_per_s": round(tot["samples"] / el, 2), "evals_per_s": round(counts[1] / el, 1),
                         "model_version": servers.version(), "worker_restarts": sup.restarts,
+                        "solved_samples": tot["solved"],
                         "forward": servers.forward(),
                         "worker_pids": sup.pids, "server_pids": [p.pid for p in server_procs]})
                 next_status = now + cfg.status_every
@@ -421,6 +426,13 @@ def run(cfg: RunConfig) -> dict:
         "net_gflops_in_forward": float(f"{counts[2] / (counts[3] / 1e9) / 1e9:.4g}") if counts[3] else 0.0,
         "server_busy": round(counts[3] / 1e9 / elapsed / n_servers, 3),
         "mean_game_length": round(tot["game_length_sum"] / tot["games"], 2) if tot["games"] else 0.0,
+        # final board fill of the games played (stones / playable cells; selfplay.evaluation.fill)
+        "mean_fill": round(tot["fill_sum"] / tot["games"], 4) if tot["games"] else 0.0,
+        "fill_hist": tot["fill_hist"].tolist(),
+        # switches of SelfPlayConfig: games from a mid-game fork, samples the exact solver labelled
+        # (of those it was asked to; the rest were over the node budget) and its nodes
+        "forked_games": tot["forks"], "solved_samples": tot["solved"], "solve_tries": tot["solve_tries"],
+        "solve_nodes": tot["solve_nodes"],
         **_arithmetic(cfg, forward, counts[2] / elapsed / 1e9),
         "workers": workers, "games_per_worker": games, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",

@@ -11,6 +11,13 @@ writer) with their samples and final outcome; new games start in their slots unt
 size's quota is reached, then the worker rotates to the next board size. The workers of a
 node start spread evenly over the sizes (:func:`first_size_index`), so that the sizes in
 play at any moment, and hence in the newest shards of the replay window, are spread too.
+
+Switches of :class:`SelfPlayConfig` (off by default): ``fork_probability`` starts a share of
+the games from a mid-game position reached by cheap randomized moves
+(:func:`c4fast.players.bots.play_fork`; the game's ``moves`` still start from the empty
+board, its samples start at the fork), and ``solve_max_empty`` labels the samples with at
+most that many empty playable cells with the exact solver's result and distance
+(:meth:`SelfPlayEngine._solve_labels`).
 """
 
 from __future__ import annotations
@@ -28,11 +35,15 @@ import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import column_plane
 from c4fast.mcts import BatchedMCTS, choose_move, run_search
+from c4fast.players.bots import play_fork
+from c4fast.players.endgame import EndgameSolver, score_result
 from c4fast.protocols import Evaluator, ZeroCopyEvaluator
+from selfplay.evaluation.fill import FILL_BINS, fill_bin
 from selfplay.generation.config import SelfPlayConfig
 
 
 SERVER_ERROR_EXIT = 3  # a worker's exit code when the inference server failed or refused
+SOLVE_TT_LOG2 = 20  # transposition table of a worker's solver for exact labels (2**20 entries, 16 MiB)
 
 
 @dataclass
@@ -44,6 +55,12 @@ class Stats:
     playouts: int = 0
     batches: int = 0
     game_length_sum: int = 0
+    forks: int = 0  # finished games that started from a mid-game fork
+    solve_tries: int = 0  # samples the solver was asked to label (at most solve_max_empty empty cells)
+    solved: int = 0  # samples labelled by the solver (within its node budget)
+    solve_nodes: int = 0  # nodes of the successful solves
+    fill_sum: float = 0.0  # sum over finished games of the final fill (stones / playable cells)
+    fill_hist: np.ndarray = field(default_factory=lambda: np.zeros(FILL_BINS, np.int64))  # games per fill bin
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -57,14 +74,19 @@ class _Slot:
     samples: list = field(default_factory=list)
     full: bool = False
     start_visits: int = 0
+    forked: bool = False  # started from a mid-game fork (SelfPlayConfig.fork_probability)
 
 
 class SelfPlayEngine:
     """Plays games of one board size with any evaluator (see c4fast.evaluators)."""
 
     def __init__(self, evaluator: Evaluator, search: SearchConfig, policy: SelfPlayConfig, height: int,
-                 width: int, num_games: int, seed: int, model_version=lambda: 0, next_game_id=None):
+                 width: int, num_games: int, seed: int, model_version=lambda: 0, next_game_id=None,
+                 solver: EndgameSolver | None = None):
         self.ev = evaluator
+        if solver is None and policy.solve_max_empty > 0:
+            solver = EndgameSolver(SOLVE_TT_LOG2)
+        self.solver = solver  # exact labels (policy.solve_max_empty); shared across a worker's engines
         self.next_game_id = next_game_id  # callable -> int64 id; None: random 62-bit ids
         self.search = search
         self.policy = policy
@@ -92,6 +114,12 @@ class SelfPlayEngine:
             s.game_id = int(self.next_game_id())
         s.opening = int(self.rng.integers(0, self.policy.opening_max + 1))
         s.samples = []
+        s.forked = False
+        if self.policy.fork_probability > 0 and self.rng.random() < self.policy.fork_probability:
+            cells = int(s.game.state[0]["cells"])
+            play_fork(s.game, int(self.rng.integers(1, self.policy.fork_plies(cells) + 1)), self.rng)
+            s.opening = 0  # samples from the fork on
+            s.forked = True
         self.mcts.set_position(g, s.game.state)
         self.mcts.active[g] = True
         self._start_search(g)
@@ -147,15 +175,45 @@ class SelfPlayEngine:
         for smp in s.samples:
             to_move = smp["ply"] % 2 + 1
             smp["outcome"] = 1 if res == 0 else (0 if res == to_move else 2)
+        if self.policy.solve_max_empty > 0:
+            self._solve_labels(s.samples, game)
         record = {"game_id": s.game_id, "height": self.height, "width": self.width,
                   "forbidden": game.forbidden or (-1, -1), "moves": game.moves,
                   "num_moves": len(game.moves), "result": res, "model_version": int(self.model_version())}
         st.games += 1
         st.samples += len(s.samples)
         st.game_length_sum += len(game.moves)
+        st.forks += s.forked
+        cells = int(game.state[0]["cells"])
+        st.fill_sum += len(game.moves) / cells
+        st.fill_hist[fill_bin(len(game.moves), cells)] += 1
         on_game(record, s.samples)
         s.game = None
         self.mcts.active[g] = False
+
+    def _solve_labels(self, samples: list, game: c4fast.Game) -> None:
+        """Exact value labels (``SelfPlayConfig.solve_max_empty``), in place: a sample with at
+        most that many empty playable cells whose solve fits in ``solve_nodes`` nodes takes
+        the solver's result for the side to move as its ``outcome`` and the exact plies to the
+        end under perfect play as ``solved_plies``; every other sample keeps the game's
+        outcome and ``solved_plies`` -1. The positions are replayed from the game's moves."""
+        st = self.stats
+        cells = int(game.state[0]["cells"])
+        replay = c4fast.Game(self.height, self.width, game.forbidden)
+        for smp in samples:
+            smp["solved_plies"] = -1
+            ply = int(smp["ply"])
+            if cells - ply > self.policy.solve_max_empty:
+                continue
+            while replay.ply < ply:
+                replay.play(game.moves[replay.ply])
+            st.solve_tries += 1
+            res = self.solver.solve(replay, nodes=self.policy.solve_nodes)
+            if res is None:  # over budget: the game's outcome stays
+                continue
+            smp["outcome"], smp["solved_plies"] = score_result(res.score, ply, cells)
+            st.solved += 1
+            st.solve_nodes += res.nodes
 
     # -------------------------------------------------------------- main loop
     def play(self, games_to_start: int, on_game, should_stop=lambda: False, on_step=None) -> None:
@@ -289,6 +347,7 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
                          samples_per_shard=spec.samples_per_shard, max_seconds=spec.shard_seconds)
     rng = np.random.default_rng(spec.seed_sequence())
     ids = game_id_stream(spec)
+    solver = EndgameSolver(SOLVE_TT_LOG2) if spec.policy.solve_max_empty > 0 else None
     sizes = list(spec.sizes)
     k = first_size_index(spec.index, spec.workers, len(sizes), spec.node_tag)
     last_report = time.monotonic()
@@ -311,7 +370,7 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
             k += 1
             engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
                                     seed=int(rng.integers(2**31)), model_version=lambda: client.model_version,
-                                    next_game_id=ids.__next__)
+                                    next_game_id=ids.__next__, solver=solver)
             quota = spec.policy.games_per_size or spec.games_per_worker
             engine.play(quota, writer.add_game, should_stop=should_stop, on_step=report)
             for key in totals.__dict__:
