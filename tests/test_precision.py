@@ -113,3 +113,17 @@ def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, mon
     monkeypatch.setattr(backends, "tolerance_of", lambda kind: Tolerance(policy_rel=1e-12, wdl_abs=1e-12))
     with pytest.raises(RuntimeError, match="no CPU forward engine passed"):
         choose_forward(small_net, [(9, 9)], batch=16, threads=1, budget_s=0.5, use_cache=False)
+
+
+def test_the_trainer_trains_in_bf16_by_default_only_where_the_cpu_has_bf16_units(monkeypatch):
+    from nets.train import TrainConfig
+
+    auto = TrainConfig(preset="tiny", device="cpu")
+    monkeypatch.setattr(precision, "cpu_info", lambda path="/proc/cpuinfo": CpuInfo("Old CPU", frozenset({"avx2"})))
+    assert auto.resolved_precision() == "fp32"
+    with pytest.raises(PrecisionUnavailable, match="bf16"):
+        TrainConfig(preset="tiny", device="cpu", precision="bf16").resolved_precision()
+    monkeypatch.setattr(precision, "cpu_info",
+                        lambda path="/proc/cpuinfo": CpuInfo("AMX CPU", frozenset({"avx512_bf16", "amx_bf16"})))
+    assert auto.resolved_precision() == "bf16"
+    assert TrainConfig(preset="tiny", device="cpu", precision="fp32").resolved_precision() == "fp32"
