@@ -116,7 +116,9 @@ def test_engine_models_come_only_from_the_model_directories(tmp_path):
 
 # ------------------------------------------------------------------ fair scheduling
 def test_two_slow_requests_of_one_client_do_not_starve_another(tmp_path):
-    with running_server(tmp_path / "server.log", "--workers", "2", "--engine-seconds", "30",
+    # the cap (20 s) lies below 0.45 of the slow engine's budget (27 s), where alpha-beta's
+    # iterative deepening may stop on its own: the first slow request always hits the cap
+    with running_server(tmp_path / "server.log", "--workers", "2", "--engine-seconds", "20",
                         "--queue-seconds", "3") as srv:
         slow = [srv.new(height=9, width=9, forbidden=[0, 0], engine="alphabeta:60") for _ in range(2)]
         fast = srv.new(height=9, width=9, forbidden=[0, 0], engine="greedy")
