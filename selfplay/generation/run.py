@@ -114,7 +114,9 @@ def default_workers(gpus: int) -> int:
     os.cpu_count) but one per GPU server."""
     if gpus == 0:
         return 2
-    return max(1, len(os.sched_getaffinity(0)) - gpus)
+    from selfplay.generation.cores import usable_cores
+
+    return max(1, usable_cores() - gpus)
 
 
 class WorkerSupervisor:
