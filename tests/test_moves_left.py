@@ -1,0 +1,216 @@
+"""The moves-left head (``NetConfig.moves_left``, issue 35): every forward path carries it
+where the net has it, and a net without it is exactly the net of before the switch."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import c4fast
+from nets import shm_queue as q
+from nets.backends import BACKENDS, CpuBackend, calibration_planes, tolerance_of
+from nets.canvas import CanvasNet, to_canvas
+from nets.checkpoint import load_checkpoint, save_checkpoint
+from nets.config import PRESETS, NetConfig, export_shapes, get_preset, wdl_outputs
+from nets.evaluator import BackendEvaluator, NumpyEvaluator, TorchEvaluator
+from nets.model import Net, predict, torch_wdl_outputs
+from nets.numpy_net import NumpyNet, export_numpy
+from nets.selfcheck import TOLERANCES, SelfCheckError, compare, random_planes, self_check
+from nets.server import ServerConfig, request_shutdown, start_server
+from selfplay.bench.gpucheck import perturbed_model
+
+import _server_workers as workers
+from conftest import skip_without_instructions
+
+MODELS = Path(__file__).resolve().parents[1] / "nets" / "models"
+SIZES = [(4, 4), (6, 7), (9, 12), (12, 12)]
+FAST = [k for k in BACKENDS if k != "compiled"]
+
+#: Outputs of the shipped models on three positions, computed at commit f36fe65 (before the
+#: switch existed): predict()'s (win, draw, loss), its first 4 policy logits, and the numpy
+#: export's value logits. A net without the head must still give them.
+GOLDEN = {
+    "c4fast_cpu": [
+        ([0.4834723, 0.005018005, 0.5115096], [-2.041441, -1.799281, -1.526283, -0.8174457], [1.572806, -2.995156, 1.629179]),
+        ([0.5820731, 0.0009556873, 0.4169712], [-1.109012, -0.3094194, -0.8442258, -0.3393884], [2.390739, -4.021183, 2.05716]),
+        ([0.4319342, 0.0002644828, 0.5678012], [-1.855093, -1.089444, -0.3381873, 0.2086017], [2.554239, -4.844015, 2.827737]),
+    ],
+    "c4fast_gpu": [
+        ([0.6424476, 0.003767531, 0.3537849], [-1.246005, -0.1635899, -0.5261822, 0.6292531], [1.799138, -3.339727, 1.202542]),
+        ([0.550645, 0.01123354, 0.4381216], [-1.542681, -1.522926, -1.344598, -1.095072], [1.304811, -2.587374, 1.076218]),
+        ([0.3877495, 0.002309585, 0.6099409], [-1.52548, -1.069564, 0.7602085, 1.654874], [1.521523, -3.601769, 1.974525]),
+    ],
+    "c4fast_std6x7": [
+        ([0.2864652, 0.09812658, 0.6154082], [-0.04411855, 0.8300278, 2.020899, 2.28266], [0.02534086, -1.046019, 0.7900098]),
+        ([0.575018, 0.1676378, 0.2573441], [-1.325378, 1.89626, -0.897541, 0.2609915], [0.7307353, -0.5018606, -0.07325193]),
+        ([0.4114495, 0.1484946, 0.4400559], [-1.230316, -0.1303911, 0.6283274, 1.565098], [0.2471723, -0.7719659, 0.3143875]),
+    ],
+}
+
+
+def golden_planes():
+    out = []
+    for h, w, fb, moves in [(6, 7, None, [3, 3, 2, 4]), (9, 10, (4, 5), [0, 1, 2, 3, 4, 5, 6]),
+                            (12, 12, (0, 11), [5, 6, 5, 6, 5])]:
+        out.append(c4fast.Game.from_moves(h, w, fb, moves).planes()[None])
+    return out
+
+
+def ml_model(preset: str = "cpu_small_ml", seed: int = 2) -> Net:
+    """A perturbed eval-mode net with the head, its moves-left output mostly positive."""
+    m = perturbed_model(preset, seed)
+    with torch.no_grad():
+        m.value_head.fc2.bias[3] += 1.0
+    return m
+
+
+def tiny_ml() -> NetConfig:
+    return dataclasses.replace(get_preset("tiny"), name="tiny_ml", moves_left=True)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_shipped_models_give_the_outputs_of_before_the_switch(name):
+    model, config, _ = load_checkpoint(MODELS / f"{name}.pt")
+    assert not config.moves_left and "moves_left" not in config.to_dict()
+    npz = NumpyNet.load(MODELS / f"{name}.npz")
+    for x, (wdl, pol, val) in zip(golden_planes(), GOLDEN[name]):
+        p, v = predict(model, x)
+        assert v.shape == (1, 3)
+        np.testing.assert_allclose(v[0], wdl, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(p[0].ravel()[:4], pol, rtol=2e-5, atol=2e-6)
+        pn, vn = npz.forward(x)
+        assert vn.shape == (1, 3)
+        np.testing.assert_allclose(vn[0], val, rtol=2e-5, atol=2e-6)
+
+
+def test_the_switch_widens_only_the_value_heads_last_layer():
+    off, on = get_preset("cpu_small"), get_preset("cpu_small_ml")
+    assert on.moves_left and on.value_outputs == 4 and off.value_outputs == 3
+    assert on.to_dict()["moves_left"] is True and NetConfig.from_dict(on.to_dict()) == on
+    assert NetConfig.from_dict(off.to_dict()) == off
+    so, sn = export_shapes(off), export_shapes(on)
+    assert {k for k in so if so[k] != sn[k]} == {"v.fc2.w", "v.fc2.b"}
+    assert sn["v.fc2.w"] == (64, 4) and sn["v.fc2.b"] == (4,)
+    a, b = Net(off).state_dict(), Net(on).state_dict()
+    assert {k for k in a if a[k].shape != b[k].shape} == {"value_head.fc2.weight", "value_head.fc2.bias"}
+    with pytest.raises(ValueError, match="moves_left"):
+        NetConfig(channels=16, blocks=1, bottleneck_channels=8, gpool_channels=4, moves_left=1)
+    assert "cpu_small_ml" in PRESETS
+
+
+def test_wdl_outputs_are_the_softmax_and_the_plies_in_both_libraries():
+    rng = np.random.default_rng(0)
+    v3 = rng.normal(size=(6, 3)).astype(np.float32)
+    from c4fast.evaluators import softmax_rows
+
+    np.testing.assert_array_equal(wdl_outputs(v3, 42), softmax_rows(v3))  # width 3: exactly as before
+    np.testing.assert_array_equal(torch_wdl_outputs(torch.from_numpy(v3), 42).numpy(),
+                                  torch.softmax(torch.from_numpy(v3), 1).numpy())
+    v4 = rng.normal(size=(6, 4)).astype(np.float32)
+    for out in (wdl_outputs(v4, 42), torch_wdl_outputs(torch.from_numpy(v4), 42).numpy()):
+        assert out.shape == (6, 4) and out.dtype == np.float32
+        np.testing.assert_allclose(out[:, :3], softmax_rows(v4[:, :3]), rtol=1e-6)
+        np.testing.assert_allclose(out[:, 3], np.maximum(v4[:, 3], 0) * 42, rtol=1e-6)
+    with pytest.raises(ValueError, match="3\\) or"):
+        wdl_outputs(rng.normal(size=(2, 5)), 42)
+
+
+@pytest.mark.parametrize("kind", FAST)
+def test_every_backend_carries_the_moves_left_output(kind):
+    if kind.startswith("ort"):
+        pytest.importorskip("onnxruntime")
+    skip_without_instructions(kind)
+    model = ml_model()
+    be = CpuBackend(model, kind, threads=1, calibration=calibration_planes(SIZES, 16, seed=1))
+    ev = BackendEvaluator(be)
+    tol = tolerance_of(kind)
+    positive = 0
+    for h, w in SIZES:
+        for n in (1, 7):
+            x = random_planes(n, c4fast.NUM_PLANES, h, w, seed=h * w + n).astype(np.float32)
+            pol, val = be(x)
+            assert val.shape == (n, 4)
+            ref_pol, ref_wdl = predict(model, x)
+            assert ref_wdl.shape == (n, 4)
+            got_pol, got_wdl = ev.evaluate(x)
+            err = compare(got_pol, got_wdl, ref_pol, ref_wdl)
+            assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
+            positive += int((ref_wdl[:, 3] > 0).sum())
+    assert positive > 10  # the plies column was really compared
+
+
+def test_numpy_export_torch_and_canvas_forwards_carry_the_head(tmp_path):
+    model = ml_model("cpu_small_ml", 2)
+    path = export_numpy(model, tmp_path / "ml.npz")
+    net = NumpyNet.load(path)
+    assert net.config.moves_left
+    for h, w in SIZES:
+        x = random_planes(5, c4fast.NUM_PLANES, h, w, seed=h + w).astype(np.float32)
+        ref_pol, ref_wdl = predict(model, x)
+        for ev in (NumpyEvaluator(net), TorchEvaluator(model)):
+            pol, wdl = ev.evaluate(x)
+            assert wdl.shape == (5, 4)
+            err = compare(pol, wdl, ref_pol, ref_wdl)
+            assert err["policy_rel"] <= 1e-4 and err["wdl_abs"] <= 1e-5, err
+    # the masked canvas: each position's value row, moves-left column included
+    xs = [random_planes(3, c4fast.NUM_PLANES, h, w, seed=h).astype(np.float32) for h, w in SIZES]
+    xc, mask, _ = to_canvas(xs)
+    with torch.no_grad():
+        _, vc = CanvasNet(model)(xc, mask)
+        ref = torch.cat([model(torch.from_numpy(x))[1] for x in xs])
+    assert vc.shape == (12, 4)
+    torch.testing.assert_close(vc, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_moves_left_checkpoint_round_trips_and_the_self_check_sees_a_wrong_plies_column(tmp_path):
+    model = ml_model("cpu_small_ml", 3)
+    save_checkpoint(tmp_path / "m.pt", model, model.config, 7)
+    back, cfg, _ = load_checkpoint(tmp_path / "m.pt")
+    assert cfg == model.config
+    ref = lambda planes: predict(model, planes)  # noqa: E731
+    self_check("reload", lambda planes: predict(back, planes), ref, 9, 9, 4, c4fast.NUM_PLANES, TOLERANCES["fp32"])
+
+    def off_by_a_ply(planes):
+        pol, wdl = predict(back, planes)
+        wdl[:, 3] += 1.0
+        return pol, wdl
+
+    with pytest.raises(SelfCheckError, match="wdl_abs"):
+        self_check("plies", off_by_a_ply, ref, 9, 9, 4, c4fast.NUM_PLANES, TOLERANCES["fp32"])
+
+
+def test_the_inference_server_answers_with_the_moves_left_column(tmp_path):
+    torch.manual_seed(0)
+    model = Net(tiny_ml()).eval()
+    with torch.no_grad():
+        model.value_head.fc2.bias[3] = 0.4
+    path = tmp_path / "ml.pt"
+    save_checkpoint(path, model, model.config, 1)
+    ctx = mp.get_context("spawn")
+    sq = q.SharedQueue(ctx, 1, 64, c4fast.NUM_PLANES)
+    proc = start_server(ctx, sq.handles, ServerConfig(model=str(path), threads=1, forward="eager"))
+    try:
+        out = ctx.Queue()
+        p = ctx.Process(target=workers.eval_worker, args=(sq.handles, 0, 9, 10, 3, 0, out))
+        p.start()
+        _, results = out.get(timeout=120)
+        p.join(10)
+        assert p.exitcode == 0
+    finally:
+        request_shutdown(sq.handles)
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+        sq.close()
+    for x, pol, wdl in results:
+        assert wdl.shape == (x.shape[0], 4)
+        with torch.inference_mode():
+            rp, rv = model(torch.from_numpy(x).float())
+        np.testing.assert_allclose(pol, rp.numpy(), rtol=1e-5, atol=1e-6)  # another thread count
+        np.testing.assert_allclose(wdl, torch_wdl_outputs(rv, 90).numpy(), rtol=1e-5, atol=1e-6)
+        assert (wdl[:, 3] > 0).all()
