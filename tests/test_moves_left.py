@@ -214,3 +214,104 @@ def test_the_inference_server_answers_with_the_moves_left_column(tmp_path):
         np.testing.assert_allclose(pol, rp.numpy(), rtol=1e-5, atol=1e-6)  # another thread count
         np.testing.assert_allclose(wdl, torch_wdl_outputs(rv, 90).numpy(), rtol=1e-5, atol=1e-6)
         assert (wdl[:, 3] > 0).all()
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def write_shard(out, prefix, seed, games, sizes, fork_max=0, id_base=0):
+    """One real shard (nets.shards.ShardWriter) of random games; with `fork_max` k > 0 each
+    game first plays up to k random moves that are recorded in its moves but give no
+    samples (a game started from a forked mid-game position)."""
+    from nets.shards import ShardWriter
+
+    rng = np.random.default_rng(seed)
+    w = ShardWriter(str(out), prefix, samples_per_shard=10 ** 6)
+    for i in range(games):
+        h, wd = sizes[i % len(sizes)]
+        g = c4fast.Game(h, wd, (int(rng.integers(h)), int(rng.integers(wd))))
+        for _ in range(int(rng.integers(0, fork_max + 1))):
+            if g.result is not None or len(g.legal_moves()) == 0:
+                break
+            nxt = c4fast.Game.from_moves(h, wd, g.forbidden, g.moves)
+            nxt.play(int(rng.choice(g.legal_moves())))
+            if nxt.result is not None:
+                break
+            g = nxt
+        samples = []
+        while g.result is None:
+            s = g.state[0]
+            legal = g.legal_moves()
+            col = int(rng.choice(legal))
+            pol = np.zeros((h, wd), np.float32)
+            pol[int(s["top"][col]), col] = 1.0
+            samples.append({"stones": s["stones"].copy(), "forbidden": s["forbidden"].copy(), "last": s["last"].copy(),
+                            "ply": int(s["ply"]), "policy": pol, "policy_weight": 1.0,
+                            "root_wdl": np.ones(3, np.float32) / 3, "game_id": id_base + i, "model_version": 0})
+            g.play(col)
+        for smp in samples:
+            tm = smp["ply"] % 2 + 1
+            smp["outcome"] = 1 if g.result == 0 else (0 if g.result == tm else 2)
+        w.add_game({"game_id": id_base + i, "height": h, "width": wd, "forbidden": g.forbidden, "moves": g.moves,
+                    "num_moves": len(g.moves), "result": g.result, "model_version": 0}, samples)
+    return w.flush()
+
+
+def reference_plies_left(path):
+    """{(size, game_id, ply): plies to the game's end}, read with h5py alone: the stored
+    moves of each game (-1 padded), counted, minus the sample's stones on the board."""
+    import h5py
+
+    out = {}
+    with h5py.File(path, "r") as f:
+        length = {int(g): int((m >= 0).sum()) for g, m in zip(f["games/game_id"][()], f["games/moves"][()])}
+        for name, grp in f["samples"].items():
+            for gid, ply in zip(grp["game_id"][()], grp["ply"][()]):
+                out[(name, int(gid), int(ply))] = length[int(gid)] - int(ply)
+    return out
+
+
+def test_plies_left_labels_match_a_reference_read_from_the_shard_files(tmp_path):
+    from nets.replay import ReplayWindow
+    from nets.shards import list_shards, size_group
+
+    sizes = ((6, 7), (9, 9), (10, 12))
+    # two shards reuse game ids (joined within each shard), one holds forked games
+    write_shard(tmp_path, "a", 1, 9, sizes)
+    write_shard(tmp_path, "b", 2, 9, sizes, fork_max=30)
+    ref = {}
+    for p in list_shards([tmp_path]):
+        ref[p] = reference_plies_left(p)
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    assert win.window_samples == sum(len(r) for r in ref.values())
+    seen = 0
+    for p, entry in win.shard_cache.items():
+        for (h, w), arrays in ((k, v) for k, v in entry.items() if not isinstance(k, str)):
+            for gid, ply, left in zip(arrays["game_id"], arrays["ply"], arrays["plies_left"]):
+                assert int(left) == ref[p][(size_group(h, w), int(gid), int(ply))] >= 1
+                seen += 1
+    assert seen == win.window_samples
+    assert any(min(ply for (_, _, ply) in r) > 0 for r in [ref[list_shards([tmp_path])[1]]])  # forks start late
+    # a batch carries the labels of the samples it drew
+    for size in win.sizes:
+        d = win.data[size]
+        b = win.sample(np.random.default_rng(5), size, 40)
+        idx = np.random.default_rng(5).integers(0, len(d["ply"]), 40)
+        np.testing.assert_array_equal(b.plies_left, d["plies_left"][idx].astype(np.float32))
+        stones = b.planes[:, 0].sum(axis=(1, 2)) + b.planes[:, 1].sum(axis=(1, 2))
+        np.testing.assert_array_equal(stones, d["ply"][idx])  # the planes are those samples'
+
+
+def test_a_shard_with_a_sample_of_an_unknown_game_is_skipped_by_name(tmp_path):
+    import h5py
+
+    from nets.replay import ReplayWindow
+
+    path = write_shard(tmp_path, "a", 1, 3, ((6, 7),))
+    with h5py.File(path, "r+") as f:
+        f["games/game_id"][0] = 999
+    warned = []
+    win = ReplayWindow(warn=warned.append)
+    win.update([path])
+    assert win.window_samples == 0 and "game" in warned[0] and path in warned[0]
