@@ -315,3 +315,79 @@ def test_a_shard_with_a_sample_of_an_unknown_game_is_skipped_by_name(tmp_path):
     win = ReplayWindow(warn=warned.append)
     win.update([path])
     assert win.window_samples == 0 and "game" in warned[0] and path in warned[0]
+
+
+# ----------------------------------------------------------------------------- trainer
+
+
+def test_the_moves_left_weight_needs_the_head_and_is_checked(tmp_path):
+    from nets.train import TrainConfig, Trainer
+    from selfplay.generation.loop import PRESETS as LOOPS
+
+    with pytest.raises(ValueError, match="moves-left head.*cpu_small"):
+        Trainer(TrainConfig(preset="cpu_small", moves_left_weight=0.1, device="cpu"), str(tmp_path))
+    loop = LOOPS["dummy"]
+    train = dataclasses.replace(loop.train, train=dataclasses.replace(loop.train.train, moves_left_weight=0.1))
+    with pytest.raises(ValueError, match="moves-left head.*tiny"):
+        dataclasses.replace(loop, train=train)  # the loop's --net has no head
+    dataclasses.replace(loop, net="cpu_small_ml", train=train)
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="moves_left_weight"):
+            TrainConfig(preset="cpu_small_ml", moves_left_weight=bad)
+    assert TrainConfig(preset="cpu_small_ml", moves_left_weight=0.5).moves_left_weight == 0.5
+
+
+def test_the_moves_left_loss_is_the_huber_loss_of_the_scaled_plies(tmp_path):
+    from nets.replay import ReplayWindow
+    from nets.shards import list_shards
+    from nets.train import MOVES_LEFT_HUBER_DELTA, losses
+
+    write_shard(tmp_path, "a", 3, 6, ((6, 7), (9, 10)))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    model = ml_model("cpu_small_ml", 4)
+    for size in win.sizes:
+        b = win.sample(np.random.default_rng(0), size, 16)
+        with torch.no_grad():
+            m = model(torch.from_numpy(b.planes))[1][:, 3].numpy().astype(np.float64)
+            base = losses(model, b, "cpu", 1.5)
+            with_ml = losses(model, b, "cpu", 1.5, moves_left_weight=0.7)
+        x = np.abs(m - b.plies_left / (size[0] * size[1]))
+        d = MOVES_LEFT_HUBER_DELTA
+        want = np.where(x <= d, 0.5 * x * x, d * (x - 0.5 * d)).sum()
+        assert with_ml[4].item() == pytest.approx(want, rel=1e-5) and base[4].item() == pytest.approx(want, rel=1e-5)
+        assert with_ml[0].item() == pytest.approx(base[0].item() + 0.7 * want, rel=1e-5)
+    plain = Net(get_preset("cpu_small")).eval()
+    with pytest.raises(ValueError, match="moves-left head"):
+        losses(plain, b, "cpu", 1.5, moves_left_weight=0.1)
+    assert losses(plain, b, "cpu", 1.5)[4].item() == 0.0
+
+
+def test_training_with_the_head_lowers_its_loss_and_a_padded_step_equals_the_per_size_one(tmp_path):
+    from nets.replay import ReplayWindow
+    from nets.shards import list_shards
+    from nets.train import TrainConfig, Trainer
+
+    write_shard(tmp_path / "d", "a", 4, 8, ((9, 10),))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path / "d"]))
+    out = []
+    for padded in (False, True):
+        tr = Trainer(TrainConfig(preset="cpu_small_ml", per_size=24, seed=3, device="cpu", padded=padded,
+                                 moves_left_weight=1.0), str(tmp_path / f"t{padded}"))
+        metrics = [tr.train_step(win) for _ in range(2)]
+        out.append((metrics, tr.model.state_dict()))
+    (m_ref, w_ref), (m_pad, w_pad) = out
+    for a, b in zip(m_ref, m_pad):
+        assert a["moves_left_loss"] == pytest.approx(b["moves_left_loss"], rel=1e-5, abs=1e-7)
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6)
+    for k in w_ref:
+        torch.testing.assert_close(w_pad[k].float(), w_ref[k].float(), rtol=1e-4, atol=1e-5, msg=k)
+    tr = Trainer(TrainConfig(preset="cpu_small_ml", per_size=32, seed=0, device="cpu", lr=0.05,
+                             moves_left_weight=2.0), str(tmp_path / "fit"))
+    first = tr.train_step(win)["moves_left_loss"]
+    for _ in range(40):
+        last = tr.train_step(win)["moves_left_loss"]
+    assert last < 0.5 * first, (first, last)
+    plain = Trainer(TrainConfig(preset="cpu_small", per_size=8, seed=0, device="cpu"), str(tmp_path / "p"))
+    assert "moves_left_loss" not in plain.train_step(win)
