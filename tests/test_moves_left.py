@@ -391,3 +391,38 @@ def test_training_with_the_head_lowers_its_loss_and_a_padded_step_equals_the_per
     assert last < 0.5 * first, (first, last)
     plain = Trainer(TrainConfig(preset="cpu_small", per_size=8, seed=0, device="cpu"), str(tmp_path / "p"))
     assert "moves_left_loss" not in plain.train_step(win)
+
+
+# ----------------------------------------------------------------------------- reporting
+
+
+def test_a_net_player_reports_the_moves_left_of_a_net_with_the_head(tmp_path):
+    from c4fast.config import EndgameConfig, SearchConfig
+    from nets.netplayer import NetPlayer
+    from nets.players import make_player
+
+    torch.manual_seed(0)
+    model = Net(tiny_ml()).eval()
+    with torch.no_grad():
+        model.value_head.fc2.bias[3] = 0.5
+    path = tmp_path / "ml.pt"
+    save_checkpoint(path, model, model.config, 1)
+    game = c4fast.Game(9, 9, (0, 4))
+    for playouts in (0, 30):
+        p = NetPlayer(str(path), playouts=playouts, evaluator=TorchEvaluator(model),
+                      endgame=EndgameConfig(max_empty=0))
+        p.reset(game)
+        p.choose(game)
+        a = p.analysis()
+        assert len(a["wdl"]) == 3 and 0 < a["moves_left"] <= 80, a
+    # the utility at play time: a spec option, only used when given
+    q = make_player(f"net:{path}:30:moves_left_slope=0.05,moves_left_cap=0.1", forward="eager")
+    assert q.config.moves_left_slope == 0.05 and q.config.moves_left_cap == 0.1
+    q.reset(game)
+    q.choose(game)
+    assert "moves_left" in q.analysis()
+    plain = NetPlayer("uniform", playouts=30, evaluator=TorchEvaluator(Net(get_preset("tiny")).eval()),
+                      search=SearchConfig(moves_left_slope=0.05), endgame=EndgameConfig(max_empty=0))
+    plain.reset(game)
+    plain.choose(game)
+    assert "moves_left" not in plain.analysis()
