@@ -40,7 +40,7 @@ import numpy as np
 from nets import _atomics
 
 MAGIC = 0xC4FA57
-PROTOCOL = 1
+PROTOCOL = 2  # 2: the wdl area holds MAX_VALUE_WIDTH floats per position, the header its width
 MAX_CELLS = 144  # 12 x 12
 MIN_SIZE, MAX_SIZE = 4, 12
 ERROR_BYTES = 256
