@@ -21,6 +21,9 @@ class KernelParams(NamedTuple):
     leaves_per_step: int
     sensible: bool
     proofs: bool
+    moves_left_slope: float
+    moves_left_cap: float
+    moves_left_threshold: float
 
 
 #: values of SearchConfig.root_search
@@ -40,35 +43,49 @@ class GumbelParams(NamedTuple):
 class SearchConfig:
     """Settings of the batched MCTS (:mod:`c4fast.mcts`) and the graph search (:mod:`c4fast.mcgs`).
 
-    ================== ======= ==========================================================
-    field              default meaning
-    ================== ======= ==========================================================
-    c_puct             1.1     PUCT exploration constant
-    fpu_reduction      0.2     unvisited child value = parent value - fpu * sqrt(visited prior mass)
-    noise_alpha        0.8     root Dirichlet concentration (full searches only)
-    noise_fraction     0.25    share of the Dirichlet sample mixed into the root priors
-    forced_k           2.0     forced playouts n = sqrt(k * P * total visits) at the root
-                               (full searches only; 0 disables, and disables pruning)
-    full_playouts      800     root visits of a full search
-    fast_playouts      160     root visits of a fast search (playout cap randomization)
-    full_probability   0.25    chance that a self-play search is full
-    leaves_per_step    8       leaves selected per game per `select` (virtual loss)
-    sensible           True    expand only sensible moves (win now / must block)
-    tree_reuse         True    keep the subtree of the played move (self-play; the graph
-                               search of a net player under a time budget keeps its graph)
-    proofs             True    graph search only: propagate proven results (terminals,
-                               then win/draw/loss from children), steer selection and the
-                               move by them, stop once the root is proven (c4fast.mcgs)
-    root_search        puct    batched MCTS (self-play) only: ``puct`` (PUCT at the root,
-                               Dirichlet noise, forced playouts, visit-count targets) or
-                               ``gumbel`` (Gumbel top-m + sequential halving at the root,
-                               completed-Q policy targets, the move is the survivor;
-                               c4fast.gumbel). The graph search ignores it
-    gumbel_actions     16      m: actions sampled without replacement at a Gumbel root
-                               (capped by the root's children)
-    gumbel_c_visit     50.0    sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1]
-    gumbel_c_scale     1.0
-    ================== ======= ==========================================================
+    ==================== ======= ==========================================================
+    field                default meaning
+    ==================== ======= ==========================================================
+    c_puct               1.1     PUCT exploration constant
+    fpu_reduction        0.2     unvisited child value = parent value - fpu * sqrt(visited prior mass)
+    noise_alpha          0.8     root Dirichlet concentration (full searches only)
+    noise_fraction       0.25    share of the Dirichlet sample mixed into the root priors
+    forced_k             2.0     forced playouts n = sqrt(k * P * total visits) at the root
+                                 (full searches only; 0 disables, and disables pruning)
+    full_playouts        800     root visits of a full search
+    fast_playouts        160     root visits of a fast search (playout cap randomization)
+    full_probability     0.25    chance that a self-play search is full
+    leaves_per_step      8       leaves selected per game per `select` (virtual loss)
+    sensible             True    expand only sensible moves (win now / must block)
+    tree_reuse           True    keep the subtree of the played move (self-play; the graph
+                                 search of a net player under a time budget keeps its graph)
+    proofs               True    graph search only: propagate proven results (terminals,
+                                 then win/draw/loss from children), steer selection and the
+                                 move by them, stop once the root is proven (c4fast.mcgs)
+    moves_left_slope     0.0     moves-left utility per ply (Lc0's; 0: off, searches exactly
+                                 as without it); needs an evaluator with the moves-left
+                                 estimate (a wdl column 4), else it stays off
+    moves_left_cap       0.03    bound of the utility's absolute value
+    moves_left_threshold 0.5     the utility applies at nodes whose |Q| exceeds this
+    root_search          puct    batched MCTS (self-play) only: ``puct`` (PUCT at the root,
+                                 Dirichlet noise, forced playouts, visit-count targets) or
+                                 ``gumbel`` (Gumbel top-m + sequential halving at the root,
+                                 completed-Q policy targets, the move is the survivor;
+                                 c4fast.gumbel). The graph search ignores it
+    gumbel_actions       16      m: actions sampled without replacement at a Gumbel root
+                                 (capped by the root's children)
+    gumbel_c_visit       50.0    sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1]
+    gumbel_c_scale       1.0
+    ==================== ======= ==========================================================
+
+    The moves-left utility (issue 35; :func:`c4fast.puct.moves_left_utility`): at a node n
+    with ``|Q(n)| > moves_left_threshold`` each visited child c adds to its PUCT score
+    ``-Q(c) * clip(slope * (1 + M(c) - M(n)), -cap, cap)``, where Q(c) is the child's value
+    for the side choosing at n (in [-1, 1]) and M the mean estimated plies to the game's end
+    from a node's position (the exact distance for a proven node of the graph search), so
+    ``1 + M(c) - M(n)`` is how much longer the game lasts through c than n's average. The
+    side that is winning (Q(c) > 0) prefers shorter games, the side that is losing longer
+    ones; the term never exceeds ``cap`` in absolute value, and is 0 with slope 0.
     """
 
     c_puct: float = field(default=1.1, metadata=opt("PUCT exploration constant"))
@@ -89,17 +106,25 @@ class SearchConfig:
     gumbel_actions: int = field(default=16, metadata=opt("gumbel: actions m sampled at the root"))
     gumbel_c_visit: float = field(default=50.0, metadata=opt("gumbel: c_visit of sigma(q)"))
     gumbel_c_scale: float = field(default=1.0, metadata=opt("gumbel: c_scale of sigma(q)"))
+    moves_left_slope: float = field(default=0.0, metadata=opt(
+        "moves-left utility per ply at decisive nodes (0: off; needs a net with the moves-left head)"))
+    moves_left_cap: float = field(default=0.03, metadata=opt("bound of the moves-left utility"))
+    moves_left_threshold: float = field(default=0.5, metadata=opt(
+        "moves-left utility only at nodes whose |Q| exceeds this"))
 
     def __post_init__(self):
         def bad(name, cond):
             if not cond:
                 raise ValueError(f"SearchConfig.{name} has an invalid value {getattr(self, name)!r}")
 
-        for f in ("c_puct", "fpu_reduction", "noise_alpha", "forced_k", "gumbel_c_visit", "gumbel_c_scale"):
+        for f in ("c_puct", "fpu_reduction", "noise_alpha", "forced_k", "gumbel_c_visit", "gumbel_c_scale",
+                  "moves_left_slope", "moves_left_cap"):
             v = getattr(self, f)
             bad(f, isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
         bad("noise_alpha", self.noise_alpha > 0)
         bad("noise_fraction", 0.0 <= self.noise_fraction <= 1.0)
+        bad("moves_left_threshold", isinstance(self.moves_left_threshold, (int, float))
+            and 0.0 <= self.moves_left_threshold < 1.0)
         bad("full_probability", 0.0 <= self.full_probability <= 1.0)
         for f in ("full_playouts", "fast_playouts", "leaves_per_step", "gumbel_actions"):
             v = getattr(self, f)
@@ -119,6 +144,9 @@ class SearchConfig:
             int(self.leaves_per_step),
             bool(self.sensible),
             bool(self.proofs),
+            float(self.moves_left_slope),
+            float(self.moves_left_cap),
+            float(self.moves_left_threshold),
         )
 
     def gumbel_params(self) -> GumbelParams:

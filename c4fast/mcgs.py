@@ -21,6 +21,11 @@ Arrays (capacity ``N`` nodes, ``E = N * width`` edges, hash table of ``T`` slots
     edge_move int8 [E], edge_prior float32 [E], edge_visits int32 [E],
     edge_child int32 [E] (NO_NODE until first traversed), edge_inflight int32 [E]
     table     int32   [T]  open addressing (linear probing) from key to node, NO_NODE empty
+    util_ml, q_ml float64 [N]  the evaluator's estimate of the plies to the game's end from
+                           the node's position (wdl column 4; 0 when it gives none) and its
+                           mean over the node's playouts, updated as Q is:
+                           ``M(n) = (U_M(n) + sum_a N(n, a) * (1 + M(child_a))) / N(n)``;
+                           0 at a terminal, the proof's plies at a proven node
 
 Proven results (exact game values under perfect play) propagate through the graph::
 
@@ -42,6 +47,11 @@ while the node is unproven. The search stops once the root is proven;
 :meth:`GraphSearch.best_move` plays the fastest proven win, else the most visited move
 that is not a proven loss, else the slowest proven loss. Without proofs in the graph, the
 search is exactly the plain MCGS.
+
+With ``SearchConfig.moves_left_slope`` > 0 and an evaluator that gives the moves-left
+estimate, a decisive node's children that are visited or proven add the bounded moves-left
+utility to their score (:func:`c4fast.puct.moves_left_utility`; convention in
+SearchConfig), a proven child with its exact distance (``proof_len``).
 
 Memory is reclaimed between moves: :meth:`GraphSearch.set_position` and
 :meth:`GraphSearch.advance` clear the graph, unless ``set_position(..., keep=True)`` finds
@@ -74,7 +84,7 @@ from c4fast.mcts import (
     UNEXPANDED,
     landing_softmax,
 )
-from c4fast.puct import child_totals, exploration_scale, fpu_value, puct_score
+from c4fast.puct import child_totals, exploration_scale, fpu_value, moves_left_utility, puct_score
 
 NO_NODE = -1
 PROOF_NONE = 0
@@ -109,6 +119,8 @@ class Graph(NamedTuple):
     proof_len: np.ndarray
     table: np.ndarray
     counters: np.ndarray  # [nodes used, edges used, pool_full, transposition hits]
+    util_ml: np.ndarray
+    q_ml: np.ndarray
 
 
 class Paths(NamedTuple):
@@ -136,6 +148,7 @@ def make_graph(max_nodes: int, width: int) -> Graph:
         np.full(e, NO_NODE, np.int32), np.zeros(e, np.int32),
         np.zeros(n, np.int8), np.zeros(n, np.int16),
         np.full(t, NO_NODE, np.int32), np.zeros(4, np.int64),
+        np.zeros(n), np.zeros(n),
     )
 
 
@@ -175,14 +188,18 @@ def _new_node(gr, slot, key, terminal):
     gr.inflight[n] = 0
     gr.proof[n] = PROOF_NONE
     gr.proof_len[n] = 0
+    gr.util_ml[n] = 0.0
+    gr.q_ml[n] = 0.0
     return n
 
 
 @njit(cache=True)
 def _set_proof(gr, n, proof, plies):
-    """Mark node n proven; its Q becomes the exact value (mover-into-the-node view)."""
+    """Mark node n proven; its Q becomes the exact value (mover-into-the-node view), its
+    moves left the exact plies."""
     gr.proof[n] = proof
     gr.proof_len[n] = plies
+    gr.q_ml[n] = plies
     if proof == PROOF_WIN:
         gr.q[n] = -1.0
         gr.q_draw[n] = 0.0
@@ -255,6 +272,9 @@ def _select_edge(gr, node, params):
     sqrt_total = exploration_scale(total)
     parent_q = -gr.q[node] if gr.visits[node] > 0 else 0.0
     fpu = fpu_value(parent_q, visited_mass, params.fpu_reduction)
+    # moves-left utility (off at slope 0): at a decisive node, for visited or proven children
+    use_ml = params.moves_left_slope > 0.0 and gr.visits[node] > 0 and abs(parent_q) > params.moves_left_threshold
+    parent_m = gr.q_ml[node]
     best = first
     best_score = -math.inf
     for i in range(ne):
@@ -271,6 +291,9 @@ def _select_edge(gr, node, params):
         else:
             q = fpu
         score = puct_score(q, gr.edge_prior[e], sqrt_total, w, params.c_puct)
+        if use_ml and c != NO_NODE and (gr.visits[c] > 0 or gr.proof[c] != PROOF_NONE):
+            score += moves_left_utility(gr.q[c], 1.0 + gr.q_ml[c] - parent_m, params.moves_left_slope,
+                                        params.moves_left_cap)
         if score > best_score:
             best_score = score
             best = e
@@ -285,6 +308,7 @@ def _refresh(gr, n, proofs):
     total_n = 1
     s = gr.util[n]
     sd = gr.util_draw[n]
+    sm = gr.util_ml[n]
     for i in range(gr.num_edges[n]):
         e = first + i
         nv = gr.edge_visits[e]
@@ -293,9 +317,11 @@ def _refresh(gr, n, proofs):
             total_n += nv
             s -= nv * gr.q[c]
             sd += nv * gr.q_draw[c]
+            sm += nv * (1.0 + gr.q_ml[c])
     gr.visits[n] = total_n
     gr.q[n] = s / total_n
     gr.q_draw[n] = sd / total_n
+    gr.q_ml[n] = sm / total_n
     if proofs:
         proof, plies = _children_proof(gr, n)
         if proof != PROOF_NONE:
@@ -303,9 +329,10 @@ def _refresh(gr, n, proofs):
 
 
 @njit(cache=True)
-def _backup(gr, paths, k, leaf_value, leaf_draw, is_known, proofs):
-    """Back up path k: an evaluated leaf (leaf_value, leaf_draw: mover-into-the-leaf view),
-    or, with `is_known`, a terminal or proven leaf that counts its exact value."""
+def _backup(gr, paths, k, leaf_value, leaf_draw, leaf_ml, is_known, proofs):
+    """Back up path k: an evaluated leaf (leaf_value, leaf_draw: mover-into-the-leaf view;
+    leaf_ml: plies left from it), or, with `is_known`, a terminal or proven leaf that counts
+    its exact value."""
     depth = paths.depth[k]
     leaf = paths.nodes[k, depth - 1]
     if is_known:
@@ -313,13 +340,16 @@ def _backup(gr, paths, k, leaf_value, leaf_draw, is_known, proofs):
             gr.visits[leaf] += 1
             gr.q[leaf] = gr.util[leaf]
             gr.q_draw[leaf] = gr.util_draw[leaf]
+            gr.q_ml[leaf] = 0.0
     else:
         gr.util[leaf] = leaf_value
         gr.util_draw[leaf] = leaf_draw
+        gr.util_ml[leaf] = leaf_ml
         if gr.first_edge[leaf] == UNEXPANDED:
             gr.visits[leaf] = 1
             gr.q[leaf] = leaf_value
             gr.q_draw[leaf] = leaf_draw
+            gr.q_ml[leaf] = leaf_ml
         else:
             _refresh(gr, leaf, proofs)
     gr.inflight[leaf] -= 1
@@ -390,7 +420,7 @@ def _descend(gr, root, root_pos, paths, k, params):
         gr.inflight[node] += 1
     paths.depth[k] = depth
     if gr.terminal[node] != NOT_TERMINAL or gr.proof[node] != PROOF_NONE:
-        _backup(gr, paths, k, 0.0, 0.0, True, params.proofs)
+        _backup(gr, paths, k, 0.0, 0.0, 0.0, True, params.proofs)
         return _TERMINAL
     if gr.inflight[node] > 1:
         _undo(gr, paths, k)
@@ -418,7 +448,9 @@ def select_kernel(gr, root, root_pos, paths, params, target, planes):
 
 @njit(cache=True)
 def expand_and_backup_kernel(gr, paths, n, logits, wdl, params):
-    """Expand leaf k < n with logits[k] and back up wdl[k] (side to move at the leaf)."""
+    """Expand leaf k < n with logits[k] and back up wdl[k] (side to move at the leaf; a 4th
+    column: the plies left)."""
+    has_ml = wdl.shape[1] > 3
     for k in range(n):
         leaf = paths.nodes[k, paths.depth[k] - 1]
         pos = paths.positions[k]
@@ -444,7 +476,8 @@ def expand_and_backup_kernel(gr, paths, n, logits, wdl, params):
         elif gr.first_edge[leaf] == UNEXPANDED:
             gr.counters[_FULLC] = 1
         value = float(wdl[k, 0]) - float(wdl[k, 2])
-        _backup(gr, paths, k, -value, float(wdl[k, 1]), False, params.proofs)
+        ml = float(wdl[k, 3]) if has_ml else 0.0
+        _backup(gr, paths, k, -value, float(wdl[k, 1]), ml, False, params.proofs)
 
 
 @njit(cache=True)
@@ -475,6 +508,7 @@ class GraphSearch:
         self.position = np.zeros(1, bb.POSITION_DTYPE)
         self.root = NO_NODE
         self.planes = np.zeros((lps, NUM_PLANES, self.height, self.width), np.float32)
+        self.moves_left_known = False  # the evaluator gives moves-left estimates (wdl width 4)
 
     def set_position(self, state: np.ndarray, keep: bool = False) -> bool:
         """Search from this POSITION_DTYPE record (a Game's .state). Clears the graph, unless
@@ -540,6 +574,11 @@ class GraphSearch:
                                     target, self.planes)
             if n:
                 logits, wdl = evaluator.evaluate(self.planes[:n], self.paths.positions[:n])
+                if wdl.ndim != 2 or wdl.shape[1] not in (3, 4):
+                    raise ValueError(f"the evaluator's wdl must be (n, 3) or (n, 4), got {wdl.shape}")
+                self.moves_left_known = wdl.shape[1] == 4
+                if not self.moves_left_known and self.params.moves_left_slope != 0.0:
+                    self.params = self.params._replace(moves_left_slope=0.0)  # no estimate: utility off
                 expand_and_backup_kernel(gr, self.paths, n, logits, wdl, self.params)
             if full or gr.visits[self.root] >= target:
                 break
@@ -558,6 +597,13 @@ class GraphSearch:
         v = -self.graph.q[self.root]
         d = self.graph.q_draw[self.root]
         return np.array([(1 - d + v) / 2, d, (1 - d - v) / 2])
+
+    def root_moves_left(self) -> float | None:
+        """Search estimate of the plies to the game's end from the root (the exact distance
+        once proven), or None when the evaluator gives no moves-left estimate."""
+        if not self.moves_left_known or self.root == NO_NODE or self.graph.visits[self.root] == 0:
+            return None
+        return float(self.graph.q_ml[self.root])
 
     def _root_edges(self) -> list[tuple[int, int, float, int, int]]:
         """(column, edge visits, prior, child proof, child proof plies) of every root edge."""

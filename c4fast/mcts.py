@@ -14,6 +14,8 @@ Node pool (:class:`Tree`), ``N = games * region`` nodes; game ``g`` owns the nod
     num_children  int8    [N]
     inflight      int32   [N]  virtual-loss count: descents through the node not yet backed up
     terminal      int8    [N]  NOT_TERMINAL, TERMINAL_WIN (the mover won) or TERMINAL_DRAW
+    ml_sum        float64 [N]  sum of moves-left estimates (plies to the game's end from the
+                               node's position; an evaluator's wdl column 4, 0 at a terminal)
 
 Per game (:class:`GameSlots`): ``root``, ``next_free`` (next unused node of the region),
 ``target`` (root visits that end the search), ``full`` (full search: noise and forced
@@ -37,13 +39,16 @@ Conventions
   virtual losses and ``S`` the sum of ``n`` over siblings. A virtual loss counts as a
   visit with value -1 for the mover. Unvisited children take the FPU value
   ``Q(parent) - fpu_reduction * sqrt(sum of priors of visited siblings)``. Ties go to the
-  lowest column.
+  lowest column. With ``SearchConfig.moves_left_slope`` > 0 and an evaluator that gives the
+  moves-left estimate, visited children of a decisive node add the bounded moves-left
+  utility (:func:`c4fast.puct.moves_left_utility`, its convention in SearchConfig).
 * Root search (``SearchConfig.root_search``): ``puct`` as above at every node; ``gumbel``
   forces the root's child by Gumbel top-m sampling and sequential halving (per-game state
   in :class:`c4fast.gumbel.GumbelRoots`, ``BatchedMCTS.groots``), PUCT below the root; the
   move is :meth:`BatchedMCTS.gumbel_move` and the policy target the completed-Q policy.
 * Evaluator output: policy logits ``(B, H, W)`` over cells (the move of a column is its
-  landing cell) and win/draw/loss probabilities ``(B, 3)`` for the side to move at the leaf.
+  landing cell) and win/draw/loss probabilities ``(B, 3)`` for the side to move at the leaf,
+  or ``(B, 4)`` with the estimated plies to the game's end last (moves left).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from c4fast.game import IllegalMove, check_setup
 from c4fast.gumbel import (WAIT, gumbel_choice, gumbel_root_child, improved_policy, make_gumbel_roots,
                            prepare_gumbel_root)
 from c4fast.protocols import Evaluator
-from c4fast.puct import child_totals, exploration_scale, fpu_value, puct_score
+from c4fast.puct import child_totals, exploration_scale, fpu_value, moves_left_utility, puct_score
 from c4fast.rollout import make_rng, uniform
 
 UNEXPANDED = -1
@@ -88,6 +93,7 @@ class Tree(NamedTuple):
     num_children: np.ndarray
     inflight: np.ndarray
     terminal: np.ndarray
+    ml_sum: np.ndarray
 
 
 class GameSlots(NamedTuple):
@@ -122,6 +128,7 @@ def make_tree(n: int) -> Tree:
         np.zeros(n, np.int8),
         np.zeros(n, np.int32),
         np.zeros(n, np.int8),
+        np.zeros(n, np.float64),
     )
 
 
@@ -137,6 +144,7 @@ def reset_node(tree, i, move, prior, terminal):
     tree.num_children[i] = 0
     tree.inflight[i] = 0
     tree.terminal[i] = terminal
+    tree.ml_sum[i] = 0.0
 
 
 @njit(cache=True)
@@ -150,6 +158,7 @@ def copy_node(src, i, dst, j):
     dst.num_children[j] = src.num_children[i]
     dst.inflight[j] = src.inflight[i]
     dst.terminal[j] = src.terminal[i]
+    dst.ml_sum[j] = src.ml_sum[i]
 
 
 @njit(cache=True)
@@ -220,6 +229,10 @@ def select_child(tree, node, is_forcing_root, params):
     else:
         parent_q = 0.0
     fpu = fpu_value(parent_q, visited_mass, params.fpu_reduction)
+    # moves-left utility (off at slope 0): at a decisive node, for visited children
+    use_ml = params.moves_left_slope > 0.0 and tree.visits[node] > 0 \
+        and abs(parent_q) > params.moves_left_threshold
+    parent_m = tree.ml_sum[node] / tree.visits[node] if use_ml else 0.0
     best = first
     best_score = -math.inf
     for i in range(n):
@@ -234,6 +247,10 @@ def select_child(tree, node, is_forcing_root, params):
             else:
                 q = fpu
             score = puct_score(q, p, sqrt_total, w, params.c_puct)
+            if use_ml and tree.visits[c] > 0:
+                nc = tree.visits[c]
+                score += moves_left_utility(tree.value_sum[c] / nc, 1.0 + tree.ml_sum[c] / nc - parent_m,
+                                            params.moves_left_slope, params.moves_left_cap)
         if score > best_score:
             best_score = score
             best = c
@@ -241,17 +258,21 @@ def select_child(tree, node, is_forcing_root, params):
 
 
 @njit(cache=True, inline="always")
-def _backup(tree, paths, k, depth, value, draw):
+def _backup(tree, paths, k, depth, value, draw, moves_left):
     """Add one visit along paths[k, :depth]; `value` is from the view of the mover into
-    the last node of the path. Removes the descent's virtual loss."""
+    the last node of the path, `moves_left` the plies from its position to the end (one
+    more per node up the path). Removes the descent's virtual loss."""
     v = value
+    m = moves_left
     for i in range(depth - 1, -1, -1):
         n = paths[k, i]
         tree.visits[n] += 1
         tree.value_sum[n] += v
         tree.draw_sum[n] += draw
         tree.inflight[n] -= 1
+        tree.ml_sum[n] += m
         v = -v
+        m += 1.0
 
 
 @njit(cache=True, inline="always")
@@ -290,9 +311,9 @@ def _descend(tree, games, g, leaves, k, params, root_child):
     t = tree.terminal[node]
     if t != NOT_TERMINAL:
         if t == TERMINAL_WIN:
-            _backup(tree, path, k, depth, 1.0, 0.0)
+            _backup(tree, path, k, depth, 1.0, 0.0, 0.0)
         else:
-            _backup(tree, path, k, depth, 0.0, 1.0)
+            _backup(tree, path, k, depth, 0.0, 1.0, 0.0)
         return _TERMINAL
     if tree.inflight[node] > 1 or (tree.first_child[node] != UNEXPANDED):
         _undo_virtual_loss(tree, path, k, depth)
@@ -426,14 +447,17 @@ def expand_node(tree, games, g, node, pos, logits, params):
 @njit(cache=True)
 def expand_and_backup_kernel(tree, games, leaves, n, logits, wdl, params, rng, gparams, groots):
     """Expand leaf k < n with logits[k] (H, W), back up wdl[k] (win, draw, loss for the
-    side to move at the leaf), remove its virtual loss; prepare fresh roots (PUCT: root
-    temperature and noise; Gumbel: the schedule, without either)."""
+    side to move at the leaf, and the estimated plies left if wdl has 4 columns), remove its
+    virtual loss; prepare fresh roots (PUCT: root temperature and noise; Gumbel: the
+    schedule, without either)."""
+    has_ml = wdl.shape[1] > 3
     for k in range(n):
         g = leaves.game[k]
         node = leaves.node[k]
         expand_node(tree, games, g, node, leaves.positions[k], logits[k], params)
         value = float(wdl[k, 0]) - float(wdl[k, 2])
-        _backup(tree, leaves.path, k, leaves.depth[k], -value, float(wdl[k, 1]))
+        ml = float(wdl[k, 3]) if has_ml else 0.0
+        _backup(tree, leaves.path, k, leaves.depth[k], -value, float(wdl[k, 1]), ml)
         if node == games.root[g] and games.prepared[g] == 0:
             if gparams.enabled:
                 if prepare_gumbel_root(tree, groots, g, node, games.target[g], gparams, rng):
@@ -602,6 +626,7 @@ class BatchedMCTS:
         )
         self.groots = make_gumbel_roots(self.num_games, self.width)
         self.rng = make_rng(seed)
+        self.moves_left_known = False  # the evaluator gives moves-left estimates (wdl width 4)
         self.active = np.ones(self.num_games, np.bool_)
         self.has_position = np.zeros(self.num_games, np.bool_)
 
@@ -685,8 +710,11 @@ class BatchedMCTS:
         """Feed the evaluator's output for the n leaves of the last select()."""
         if logits.shape[0] < n or logits.shape[1:] != (self.height, self.width):
             raise ValueError(f"logits must be ({n}, {self.height}, {self.width}), got {logits.shape}")
-        if wdl.shape[0] < n or wdl.shape[1:] != (3,):
-            raise ValueError(f"wdl must be ({n}, 3), got {wdl.shape}")
+        if wdl.ndim != 2 or wdl.shape[0] < n or wdl.shape[1] not in (3, 4):
+            raise ValueError(f"wdl must be ({n}, 3) or ({n}, 4), got {wdl.shape}")
+        if wdl.shape[1] == 3 and self.params.moves_left_slope != 0.0:
+            self.params = self.params._replace(moves_left_slope=0.0)  # no estimate: utility off
+        self.moves_left_known = wdl.shape[1] == 4
         expand_and_backup_kernel(self.tree, self.games, self.leaves, n, logits, wdl,
                                  self.params, self.rng, self.gparams, self.groots)
 
@@ -766,6 +794,15 @@ class BatchedMCTS:
         v = -self.tree.value_sum[r] / n
         d = self.tree.draw_sum[r] / n
         return np.array([(1 - d + v) / 2, d, (1 - d - v) / 2])
+
+    def root_moves_left(self, g: int) -> float | None:
+        """Search estimate of the plies to the game's end from game g's root (the mean over
+        its playouts), or None when the evaluator gives no moves-left estimate."""
+        r = self.games.root[g]
+        n = self.tree.visits[r]
+        if not self.moves_left_known or n == 0:
+            return None
+        return float(self.tree.ml_sum[r] / n)
 
     def root_playouts(self, g: int) -> int:
         """Visits of game g's root (playouts of its search so far, reused subtree included)."""

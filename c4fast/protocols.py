@@ -34,7 +34,10 @@ class Evaluator(Protocol):
       evaluators may ignore them);
     - ``logits``: float32 ``(B, H, W)`` policy logits over cells (only the landing cells
       of legal columns are read);
-    - ``wdl``: float32 ``(B, 3)`` probabilities for the side to move.
+    - ``wdl``: float32 ``(B, 3)`` probabilities for the side to move, or ``(B, 4)`` from a
+      net with the moves-left head: the 4th column is its estimate of the plies left until
+      the game ends (>= 0), which the searches' moves-left utility reads
+      (``SearchConfig.moves_left_slope``; with 3 columns the utility stays off).
 
     The returned arrays may be views that the next call overwrites.
     """
@@ -63,7 +66,8 @@ class Player(Protocol):
     (never mutates `game`; raises ``ValueError`` on a finished game); ``analysis()``
     describes the last ``choose``: ``wdl`` (win, draw, loss for the side that moved) and,
     where the player has them, ``policy`` / ``visits`` ({column: value}), ``values``,
-    ``pv`` (a list of columns), ``score`` / ``exact`` / ``depth``. ``name`` is its spec.
+    ``pv`` (a list of columns), ``score`` / ``exact`` / ``depth``, ``moves_left`` (estimated
+    plies until the game ends, from the position it moved in). ``name`` is its spec.
     """
 
     name: str

@@ -6,6 +6,8 @@ side choosing (virtual loss counted as a loss), ``P`` its prior, ``S`` the visit
 children (virtual loss included), ``n`` the child's. An unvisited child takes the
 first-play-urgency value ``Q(parent) - fpu_reduction * sqrt(prior mass of visited
 children)``. Values are in [-1, 1], from the view of the player choosing.
+:func:`moves_left_utility` is the bounded moves-left term added at decisive nodes
+(``SearchConfig.moves_left_slope``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,23 @@ def exploration_scale(total_visits):
 def fpu_value(parent_q, visited_mass, fpu_reduction):
     """The value an unvisited child is scored with."""
     return parent_q - fpu_reduction * math.sqrt(visited_mass)
+
+
+@njit(cache=True, inline="always")
+def moves_left_utility(q, extra_plies, slope, cap):
+    """Lc0's moves-left utility, bounded: ``-q * clip(slope * extra_plies, -cap, cap)``.
+
+    `q`: the child's value for the side choosing, in [-1, 1]; `extra_plies`: how many plies
+    longer the game lasts through the child than the parent's average (``1 + M(child) -
+    M(parent)``, M the estimated plies to the end from a node's position). Positive for a
+    shorter game when winning (q > 0) and a longer one when losing (q < 0); its absolute
+    value is at most ``|q| * cap <= cap``; 0 when ``slope`` is 0."""
+    x = slope * extra_plies
+    if x > cap:
+        x = cap
+    elif x < -cap:
+        x = -cap
+    return -q * x
 
 
 @njit(cache=True, inline="always")

@@ -1,6 +1,7 @@
 """CPU inference backends: the same eval-mode net computed by different engines.
 
 Every backend is a callable ``fwd(planes) -> (policy logits (n, H*W), value logits (n, 3))``
+(``(n, 4)`` with the moves-left head: the net's raw outputs, ``nets.config.wdl_outputs``)
 taking (n, C, H, W) float32 0/1 planes (numpy, C-contiguous) for the side to move and
 returning float32 numpy arrays; :meth:`CpuBackend.load` swaps in another checkpoint of the
 same architecture (hot reload). Kinds:
@@ -180,13 +181,14 @@ class CpuBackend:
 
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3))."""
+        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3) or (n, 4))."""
         return self._fn(planes)
 
 
 def export_onnx(model) -> bytes:
     """ONNX (opset 17) of `model`'s BN-folded eval forward with symbolic batch, height and
-    width: input "planes" (b, C, h, w) float32; outputs "policy" (b, h, w), "value" (b, 3)."""
+    width: input "planes" (b, C, h, w) float32; outputs "policy" (b, h, w), "value" (b, 3)
+    ((b, 4) with the moves-left head)."""
     from nets.fused import FusedNet
 
     net = FusedNet.from_model(getattr(model, "_orig_mod", model))

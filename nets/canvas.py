@@ -17,7 +17,8 @@ function as :class:`nets.model.Net` with the same weights (KataGo's ``NormMask``
 
 Off-board cells of the residual stream are zeroed after every block, so nothing but
 on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
-cells are the per-size net's (the rest is meaningless), and value logits (B, 3).
+cells are the per-size net's (the rest is meaningless), and value logits (B, 3) ((B, 4)
+with the moves-left head: its 4th column in plies / (H * W) of each position's own board).
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ def canvas_batch(batches, side: int = CANVAS):
         sizes += [(h, w)] * k
         i += k
     wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
+    left = None if any(b.plies_left is None for b in batches) else np.concatenate([b.plies_left for b in batches])
     out = Batch(side, side, planes, policy, np.concatenate([b.policy_weight for b in batches]),
-                np.concatenate([b.outcome for b in batches]), legal, wdl)
+                np.concatenate([b.outcome for b in batches]), legal, wdl, left)
     return out, board_mask(sizes, side).numpy()
 
 
@@ -127,7 +129,7 @@ class CanvasNet(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, C, S, S) planes, zeros off the board; mask: (B, 1, S, S) board mask.
-        Returns (policy logits (B, S, S), value logits (B, 3))."""
+        Returns (policy logits (B, S, S), value logits (B, 3), or (B, 4) with the moves-left head)."""
         if not x.is_floating_point():
             x = x.float()
         net = self.net

@@ -36,6 +36,32 @@ def encoding_mismatch(encoding, num_planes, in_planes: int) -> str | None:
     return None
 
 
+#: The moves-left output's unit (``NetConfig.moves_left``): the net's 4th value output m is
+#: plies left divided by the board's cells, so its target lies in [0, 1) on every board size;
+#: every forward path reports ``max(m, 0) * H * W`` plies (:func:`wdl_outputs`,
+#: ``nets.model.torch_wdl_outputs``).
+MOVES_LEFT_UNIT = "plies / (H * W)"
+
+
+def wdl_outputs(value, cells: int):
+    """Value-head logits (B, 3) or (B, 4) (numpy) -> what evaluators return: (win, draw,
+    loss) probabilities (B, 3) float32 (the row softmax, computed exactly as
+    ``c4fast.evaluators.softmax_rows``), or (B, 4) with the moves-left estimate in plies,
+    ``max(m, 0) * cells``, as a 4th column (`cells`: H * W of the board)."""
+    import numpy as np
+
+    v = np.asarray(value)
+    if v.ndim != 2 or v.shape[1] not in (3, 4):
+        raise ValueError(f"value logits must be (B, 3) or (B, 4), got {v.shape}")
+    x = v[:, :3]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    wdl = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    if v.shape[1] == 3:
+        return wdl
+    plies = np.maximum(v[:, 3:].astype(np.float32), np.float32(0.0)) * np.float32(cells)
+    return np.concatenate([wdl, plies], axis=1)
+
+
 #: Upper bounds of the :class:`NetConfig` fields, generous (the largest preset has 128
 #: channels, 3 blocks and a 128-unit value MLP) but finite, and of the whole net's weights
 #: (:func:`export_shapes`; 32 M floats, 128 MB): a checkpoint or an export read from disk
@@ -72,6 +98,11 @@ class NetConfig:
     - ``policy_channels``: policy head width (also its global-pooling width).
     - ``value_channels``: value head 1x1 conv width before pooling.
     - ``value_hidden``: hidden units of the value MLP.
+    - ``moves_left``: a moves-left output (issue 35, a switch, default off): the value head's
+      last layer has 4 outputs instead of 3 — (win, draw, loss) logits, then the expected
+      plies until the game ends from the side to move's position, divided by the board's
+      H * W cells (:data:`MOVES_LEFT_UNIT`). Off, the net, its checkpoints and exports are
+      exactly those of before the switch (``to_dict`` leaves the field out).
     """
 
     channels: int
@@ -85,6 +116,7 @@ class NetConfig:
     policy_channels: int = 32
     value_channels: int = 32
     value_hidden: int = 64
+    moves_left: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -92,6 +124,8 @@ class NetConfig:
         for f in ("in_planes", "channels", "blocks", "inner_blocks", "gpool_channels",
                   "policy_channels", "value_channels", "value_hidden"):
             _check_int(f, getattr(self, f))
+        if not isinstance(self.moves_left, bool):
+            raise ValueError(f"NetConfig.moves_left must be a bool, got {self.moves_left!r}")
         if self.in_planes != NUM_PLANES:
             raise ValueError(f"NetConfig.in_planes must be {NUM_PLANES} (encoding version {ENCODING_VERSION}), "
                              f"got {self.in_planes}")
@@ -124,10 +158,18 @@ class NetConfig:
         if n > MAX_WEIGHTS:
             raise ValueError(f"NetConfig {self.name!r} has {n:,} weights, over the bound of {MAX_WEIGHTS:,}")
 
+    @property
+    def value_outputs(self) -> int:
+        """Outputs of the value head: 3 (win, draw, loss logits), 4 with ``moves_left``."""
+        return 4 if self.moves_left else 3
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-compatible dict (``gpool_blocks`` as a list)."""
+        """Plain JSON-compatible dict (``gpool_blocks`` as a list; ``moves_left`` only when
+        on, so that a net without the head records exactly what it did before the switch)."""
         d = dataclasses.asdict(self)
         d["gpool_blocks"] = list(self.gpool_blocks)
+        if not self.moves_left:
+            del d["moves_left"]
         return d
 
     @classmethod
@@ -177,7 +219,7 @@ def export_shapes(config: NetConfig) -> dict[str, tuple[int, ...]]:
     s.update({"p.conv.w": (c, pc), "p.conv.b": (pc,), "p.glin.w": (3 * pc, pc), "p.gconv.w": (c, pc),
               "p.gconv.b": (pc,), "p.out.w": (pc, 1), "v.conv.w": (c, vc), "v.conv.b": (vc,),
               "v.fc1.w": (3 * vc, config.value_hidden), "v.fc1.b": (config.value_hidden,),
-              "v.fc2.w": (config.value_hidden, 3), "v.fc2.b": (3,)})
+              "v.fc2.w": (config.value_hidden, config.value_outputs), "v.fc2.b": (config.value_outputs,)})
     return s
 
 
@@ -205,6 +247,11 @@ PRESETS: dict[str, NetConfig] = {
     "cpu_small": NetConfig(
         name="cpu_small", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
         gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64,
+    ),
+    # cpu_small with the moves-left head (NetConfig.moves_left; issue 35, not yet measured).
+    "cpu_small_ml": NetConfig(
+        name="cpu_small_ml", channels=64, blocks=2, bottleneck_channels=32, gpool_channels=16,
+        gpool_blocks=(1,), policy_channels=24, value_channels=24, value_hidden=64, moves_left=True,
     ),
     # For tests (a few thousand parameters).
     "tiny": NetConfig(

@@ -28,6 +28,8 @@ One :class:`GraphRunner` per server process serves one GPU:
   copies go straight between the workers' slots and the GPU; otherwise through pinned
   staging buffers (one numpy copy each way).
 
+Outputs per position: policy logits (H*W) and ``value_width`` floats of wdl (3, or 4 for a
+net with the moves-left head: :func:`nets.model.torch_wdl_outputs`, inside the graph).
 Graph outputs live in the shared pool and may alias another graph's scratch, so each
 replay's outputs are copied out on the compute stream before the next replay is issued.
 """
@@ -231,17 +233,17 @@ class _Graph:
     graph: object  # torch.cuda.CUDAGraph
     x: torch.Tensor  # static input (bucket, C, H, W) uint8
     pol: torch.Tensor  # static output (bucket, H*W) float32 logits
-    wdl: torch.Tensor  # static output (bucket, 3) float32 probabilities
+    wdl: torch.Tensor  # static output (bucket, K) float32 probabilities (K = 4: moves left last)
 
 
 class _Ring:
     """Per-ticket staging: device input/output buffers, pinned host buffers, events."""
 
-    def __init__(self, device, max_batch: int, num_planes: int, cells: int):
+    def __init__(self, device, max_batch: int, num_planes: int, cells: int, value_width: int = 3):
         dev_kw = dict(device=device)
         self.dev_in = torch.empty(max_batch * num_planes * cells, dtype=torch.uint8, **dev_kw)
         self.dev_pol = torch.empty(max_batch * cells, dtype=torch.float32, **dev_kw)
-        self.dev_wdl = torch.empty(max_batch * 3, dtype=torch.float32, **dev_kw)
+        self.dev_wdl = torch.empty(max_batch * value_width, dtype=torch.float32, **dev_kw)
         self.host_in = torch.empty(self.dev_in.numel(), dtype=torch.uint8, pin_memory=True)
         self.host_pol = torch.empty(self.dev_pol.numel(), dtype=torch.float32, pin_memory=True)
         self.host_wdl = torch.empty(self.dev_wdl.numel(), dtype=torch.float32, pin_memory=True)
@@ -282,6 +284,7 @@ class GraphRunner:
         torch.cuda.set_device(self.device)
         torch.backends.cudnn.benchmark = True  # shapes are static per graph
         self.config = getattr(model, "_orig_mod", model).config
+        self.value_width = self.config.value_outputs  # wdl floats per position (4: moves left)
         self.dtype = dtype
         self.kind = kind
         self.use_graphs = graphs
@@ -304,25 +307,30 @@ class GraphRunner:
         self.captures = 0
         self.capture_seconds = 0.0
         self.checks: list[dict] = []
-        self.rings = [_Ring(self.device, self.max_batch, num_planes, 144) for _ in range(PIPELINE_DEPTH)]
+        self.rings = [_Ring(self.device, self.max_batch, num_planes, 144, self.value_width)
+                      for _ in range(PIPELINE_DEPTH)]
         self._next_ring = 0
         self._registered: list[tuple[int, int]] = []
         self._eager_sizes_logged: set = set()
 
     # ------------------------------------------------------------------ forward
     def _run(self, x_u8: torch.Tensor):
-        """(n, C, H, W) uint8 on the device -> (policy (n, H*W) f32 logits, wdl (n, 3) f32)."""
+        """(n, C, H, W) uint8 on the device -> (policy (n, H*W) f32 logits, wdl (n, K) f32)."""
+        from nets.model import torch_wdl_outputs
+
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         x = x_u8.to(dtype=self.dtype, memory_format=fmt)
         pol, val = self.fwd(x)
-        return pol.float().flatten(1), torch.softmax(val.float(), dim=1)
+        return pol.float().flatten(1), torch_wdl_outputs(val, x.shape[2] * x.shape[3])
 
     def _reference(self, x: np.ndarray):
         """Eager fp32 forward (TF32 off) of numpy uint8 planes -> numpy (policy, wdl)."""
+        from nets.model import torch_wdl_outputs
+
         with torch.no_grad(), exact_fp32(), torch.cuda.stream(self.stream):
             t = torch.from_numpy(x).to(self.device).float()
             pol, val = self.ref(t)
-            out = pol.flatten(1).cpu().numpy(), torch.softmax(val, 1).cpu().numpy()
+            out = pol.flatten(1).cpu().numpy(), torch_wdl_outputs(val, t.shape[2] * t.shape[3]).cpu().numpy()
         return out
 
     # ------------------------------------------------------------------ capture
@@ -424,7 +432,7 @@ class GraphRunner:
         """Enqueue one batch and return at once.
 
         inputs: numpy uint8 arrays (n_i, C, H, W); outputs: matching (policy (n_i, H*W)
-        float32, wdl (n_i, 3) float32) numpy arrays, written by :meth:`complete`. The
+        float32, wdl (n_i, K) float32, K = ``value_width``) numpy arrays, written by :meth:`complete`. The
         inputs must stay unchanged until then. At most PIPELINE_DEPTH tickets in flight."""
         h, w = height, width
         n = sum(len(a) for a in inputs)
@@ -457,7 +465,8 @@ class GraphRunner:
                 ring.h2d_done.record(self.h2d)
             # 2. replay (compute stream); outputs copied out before any other replay
             pol_out = ring.dev_pol[: n * h * w].view(n, h * w)
-            wdl_out = ring.dev_wdl[: n * 3].view(n, 3)
+            vw = self.value_width
+            wdl_out = ring.dev_wdl[: n * vw].view(n, vw)
             with torch.no_grad(), torch.cuda.stream(self.stream):
                 self.stream.wait_event(ring.h2d_done)
                 self.stream.wait_event(ring.d2h_done)  # dev_pol/dev_wdl read by the previous D2H
@@ -492,7 +501,7 @@ class GraphRunner:
                         off += k
                 else:
                     ring.host_pol[: n * h * w].copy_(pol_out.reshape(-1), non_blocking=True)
-                    ring.host_wdl[: n * 3].copy_(wdl_out.reshape(-1), non_blocking=True)
+                    ring.host_wdl[: n * vw].copy_(wdl_out.reshape(-1), non_blocking=True)
                 ring.d2h_done.record(self.d2h)
         except Exception:
             ring.busy = False
@@ -507,7 +516,8 @@ class GraphRunner:
             if not t.direct:
                 hw = t.height * t.width
                 pol = ring.host_pol.numpy()[: t.n * hw].reshape(t.n, hw)
-                wdl = ring.host_wdl.numpy()[: t.n * 3].reshape(t.n, 3)
+                vw = self.value_width
+                wdl = ring.host_wdl.numpy()[: t.n * vw].reshape(t.n, vw)
                 off = 0
                 for p, q in t.outputs:
                     k = len(p)
@@ -518,11 +528,11 @@ class GraphRunner:
             ring.busy = False
 
     def run_sync(self, x: np.ndarray):
-        """(n, C, H, W) uint8 numpy -> numpy (policy (n, H*W) logits, wdl (n, 3)); n may
+        """(n, C, H, W) uint8 numpy -> numpy (policy (n, H*W) logits, wdl (n, K)); n may
         exceed the largest bucket (split)."""
         n, _, h, w = x.shape
         pol = np.empty((n, h * w), np.float32)
-        wdl = np.empty((n, 3), np.float32)
+        wdl = np.empty((n, self.value_width), np.float32)
         for i in range(0, n, self.max_batch):
             j = min(n, i + self.max_batch)
             self.complete(self.submit(h, w, [x[i:j]], [(pol[i:j], wdl[i:j])]))

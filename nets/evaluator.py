@@ -1,7 +1,9 @@
 """In-process evaluators that fulfil :class:`c4fast.protocols.Evaluator` with a network.
 
 ``evaluate(planes (B, C, H, W), positions) -> (policy logits (B, H, W) float32,
-win/draw/loss probabilities (B, 3) float32)`` for the side to move. torch is imported only by
+win/draw/loss probabilities (B, 3) float32)`` for the side to move; a net with the
+moves-left head (``NetConfig.moves_left``) gives (B, 4), the 4th column its estimate of
+the plies left (:func:`nets.config.wdl_outputs`). torch is imported only by
 TorchEvaluator and by the :class:`nets.backends.CpuBackend` a BackendEvaluator wraps, so
 NumpyEvaluator works where torch is absent. Use these where no
 inference server is running (tests, the arena, single-process play); self-play workers use
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from c4fast.evaluators import softmax_rows
+from nets.config import wdl_outputs
 
 
 class TorchEvaluator:
@@ -32,7 +34,7 @@ class TorchEvaluator:
             x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device).float()
             pol, val = self.model(x)
             self.evals += x.shape[0]
-            return pol.float().cpu().numpy(), softmax_rows(val.float().cpu().numpy())
+            return pol.float().cpu().numpy(), wdl_outputs(val.float().cpu().numpy(), x.shape[2] * x.shape[3])
 
 
 class NumpyEvaluator:
@@ -45,7 +47,7 @@ class NumpyEvaluator:
     def evaluate(self, planes: np.ndarray, positions=None):
         pol, val = self.net.forward(np.asarray(planes, dtype=np.float32))
         self.evals += planes.shape[0]
-        return pol.astype(np.float32), softmax_rows(val)
+        return pol.astype(np.float32), wdl_outputs(val, planes.shape[2] * planes.shape[3])
 
 
 class BackendEvaluator:
@@ -61,4 +63,4 @@ class BackendEvaluator:
         x = np.ascontiguousarray(planes, dtype=np.float32)
         pol, val = self.backend(x)
         self.evals += x.shape[0]
-        return pol.reshape(x.shape[0], x.shape[2], x.shape[3]), softmax_rows(val)
+        return pol.reshape(x.shape[0], x.shape[2], x.shape[3]), wdl_outputs(val, x.shape[2] * x.shape[3])

@@ -16,7 +16,7 @@ working after a hot reload without re-capture.
 
 Conventions are those of :mod:`nets.model`: input (B, C, H, W) 0/1 planes (any float
 dtype of the module, or uint8), output ``(policy logits (B, H, W), value logits (B, 3))``
-in the module's dtype. fp32 results equal the eager model's to ~1e-5 (rounding order).
+in the module's dtype ((B, 4) with the moves-left head, ``NetConfig.moves_left``). fp32 results equal the eager model's to ~1e-5 (rounding order).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class FusedNet(nn.Module):
         self.p_glin = nn.Linear(3 * p, p, bias=False)
         self.p_out = nn.Conv2d(p, 1, 1, bias=False)
         self.v_fc1 = nn.Linear(3 * v, config.value_hidden)
-        self.v_fc2 = nn.Linear(config.value_hidden, 3)
+        self.v_fc2 = nn.Linear(config.value_hidden, config.value_outputs)
         for t in self.parameters():
             t.requires_grad_(False)
         self.eval()
@@ -213,6 +213,6 @@ def flops_per_eval(config: NetConfig, height: int, width: int) -> int:
             if g:
                 macs += 9 * m * g * cells + 3 * g * (m - g)  # gconv, glinear
     macs += c * (2 * p + v) * cells + 3 * p * p + p * cells  # head 1x1 convs, glinear, out
-    macs += 3 * v * config.value_hidden + config.value_hidden * 3
+    macs += 3 * v * config.value_hidden + config.value_hidden * config.value_outputs
     return 2 * macs
 

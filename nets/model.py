@@ -6,7 +6,10 @@ Conventions
   (``c4fast.NUM_PLANES``), row 0 at the bottom, all positions of a batch the same size.
 - Output of ``Net.forward``: ``(policy_logits (B, H, W), value_logits (B, 3))``. One policy
   logit per cell (the move in a column is its landing cell; callers read legal cells and
-  do the softmax). Value logits are (win, draw, loss) for the side to move.
+  do the softmax). Value logits are (win, draw, loss) for the side to move. With
+  ``NetConfig.moves_left`` the value output is (B, 4): its 4th column m is the expected
+  plies until the game ends divided by H * W (:data:`nets.config.MOVES_LEFT_UNIT`);
+  :func:`torch_wdl_outputs` turns it into plies, ``max(m, 0) * H * W``.
 
 Architecture (pre-activation: every conv is preceded by BatchNorm + ReLU)::
 
@@ -16,7 +19,7 @@ Architecture (pre-activation: every conv is preceded by BatchNorm + ReLU)::
         the first ResBlock of a block in gpool_blocks adds a global-pooling bias
     BN + ReLU (trunk tip)
     policy: 1x1 conv P + Linear(gpool(1x1 conv G)) -> BN, ReLU -> 1x1 conv -> (B, H, W)
-    value:  1x1 conv -> BN, ReLU -> gpool -> Linear, ReLU, Linear -> (B, 3)
+    value:  1x1 conv -> BN, ReLU -> gpool -> Linear, ReLU, Linear -> (B, 3) (or (B, 4): moves left)
 
 KataGo global pooling of a (B, C, H, W) map gives (B, 3C):
 ``[mean, mean * (sqrt(H*W) - 10) / 10, max]`` over the board.
@@ -34,7 +37,17 @@ from torch import nn
 
 from nets.config import NetConfig
 
-__all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict"]
+__all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
+
+
+def torch_wdl_outputs(value: torch.Tensor, cells: int) -> torch.Tensor:
+    """Value logits (B, 3) -> (win, draw, loss) probabilities (B, 3) (``torch.softmax``, as
+    always); (B, 4) -> (B, 4): the softmax of the first 3 and the moves-left estimate in
+    plies, ``relu(m) * cells`` (`cells`: H * W). float32."""
+    value = value.float()
+    if value.shape[1] == 3:
+        return torch.softmax(value, dim=1)
+    return torch.cat([torch.softmax(value[:, :3], dim=1), value[:, 3:].relu() * float(cells)], dim=1)
 
 
 def global_pool(x: torch.Tensor) -> torch.Tensor:
@@ -121,14 +134,15 @@ class PolicyHead(nn.Module):
 
 
 class ValueHead(nn.Module):
-    """trunk (B, c, H, W) -> (win, draw, loss) logits (B, 3)."""
+    """trunk (B, c, H, W) -> (win, draw, loss) logits (B, 3), and with ``outputs`` 4 the
+    moves-left output m (plies left / (H * W)) as a 4th column."""
 
-    def __init__(self, c: int, v: int, hidden: int):
+    def __init__(self, c: int, v: int, hidden: int, outputs: int = 3):
         super().__init__()
         self.conv = _conv(c, v, 1)
         self.norm = nn.BatchNorm2d(v)
         self.fc1 = nn.Linear(3 * v, hidden)
-        self.fc2 = nn.Linear(hidden, 3)
+        self.fc2 = nn.Linear(hidden, outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g = global_pool(F.relu(self.norm(self.conv(x))))
@@ -136,7 +150,8 @@ class ValueHead(nn.Module):
 
 
 class Net(nn.Module):
-    """Policy/value net; ``forward(planes (B,C,H,W)) -> (policy (B,H,W), wdl logits (B,3))``."""
+    """Policy/value net; ``forward(planes (B,C,H,W)) -> (policy (B,H,W), wdl logits (B,3))``
+    (``(B, 4)`` with the moves-left output, ``NetConfig.moves_left``)."""
 
     def __init__(self, config: NetConfig):
         super().__init__()
@@ -156,7 +171,7 @@ class Net(nn.Module):
         )
         self.trunk_norm = nn.BatchNorm2d(c)
         self.policy_head = PolicyHead(c, config.policy_channels)
-        self.value_head = ValueHead(c, config.value_channels, config.value_hidden)
+        self.value_head = ValueHead(c, config.value_channels, config.value_hidden, config.value_outputs)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -208,7 +223,9 @@ def predict(model: nn.Module, planes) -> tuple[np.ndarray, np.ndarray]:
 
     planes: (B, C, H, W) numpy array or tensor (float32 or 0/1 uint8).
     Returns ``(policy_logits float32 (B, H, W), wdl_probs float32 (B, 3))`` as numpy arrays;
-    the (win, draw, loss) probabilities sum to 1. The model's train/eval mode is restored.
+    the (win, draw, loss) probabilities sum to 1 (with the moves-left head, ``(B, 4)``: the
+    4th column is the estimate in plies, :func:`torch_wdl_outputs`). The model's
+    train/eval mode is restored.
     """
     param = next(model.parameters())
     x = torch.as_tensor(planes)
@@ -223,7 +240,7 @@ def predict(model: nn.Module, planes) -> tuple[np.ndarray, np.ndarray]:
     try:
         with torch.inference_mode():
             policy, value = model(x)
-            wdl = torch.softmax(value.float(), dim=1)
+            wdl = torch_wdl_outputs(value, x.shape[-2] * x.shape[-1])
             policy = policy.float()
     finally:
         model.train(was_training)

@@ -87,7 +87,11 @@ class NetPlayer:
     time budget with ``SearchConfig.tree_reuse``), ``seconds``, ``proven`` ({column: 'win' |
     'draw' | 'loss'} for the side to move, where known: from the exact solve, else from the
     search's proofs), ``solved`` (True if the move came from the exact endgame solve; then
-    ``score``, Pons's score, and ``nodes``).
+    ``score``, Pons's score, and ``nodes``), and ``moves_left`` where the net has the
+    moves-left head (``NetConfig.moves_left``): the estimated plies until the game ends from
+    the position it moved in (the search's mean at the root, the exact distance once the
+    root is proven; the raw net's estimate for a policy-only player). The search uses the
+    moves-left utility only when ``SearchConfig.moves_left_slope`` > 0.
 
     `forward`: what computes the net when no `evaluator` is given (:func:`load_evaluator`).
     """
@@ -148,8 +152,10 @@ class NetPlayer:
     def _policy_only(self, game: c4fast.Game) -> int:
         cols = game.sensible_moves()
         wdl, p = self._policy(game, cols)
-        self._analysis = {"wdl": tuple(float(x) for x in wdl[0]),
+        self._analysis = {"wdl": tuple(float(x) for x in wdl[0, :3]),
                           "policy": {int(c): float(x) for c, x in zip(cols, p)}}
+        if wdl.shape[1] == 4:
+            self._analysis["moves_left"] = float(wdl[0, 3])
         return int(cols[int(np.argmax(p))])
 
     def choose(self, game: c4fast.Game) -> int:
@@ -179,6 +185,9 @@ class NetPlayer:
                           "playouts": self.search.playouts(), "reused": reused,
                           "seconds": time.perf_counter() - t0,
                           "proven": self.search.root_proven(), "solved": False}
+        moves_left = self.search.root_moves_left()
+        if moves_left is not None:
+            self._analysis["moves_left"] = moves_left
         return self.search.best_move()
 
     def analysis(self) -> dict:

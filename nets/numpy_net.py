@@ -293,7 +293,8 @@ class NumpyNet:
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """planes (B, C, H, W) float32 (or 0/1 uint8) -> (policy_logits (B, H, W) float32,
-        value_logits (B, 3) float32 = (win, draw, loss) for the side to move)."""
+        value_logits (B, 3) float32 = (win, draw, loss) for the side to move; (B, 4) with the
+        moves-left head, its 4th column in plies / (H * W): ``nets.config.wdl_outputs``)."""
         planes = np.asarray(planes)
         cfg, p = self.config, self.p
         if planes.ndim != 4 or planes.shape[1] != cfg.in_planes:

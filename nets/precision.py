@@ -252,6 +252,7 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     import torch
 
     from nets.backends import BackendUnavailable, CpuBackend, tolerance_of
+    from nets.model import torch_wdl_outputs
     from nets.selfcheck import SelfCheckError, random_planes, self_check
 
     model = getattr(model, "_orig_mod", model).eval()
@@ -277,8 +278,9 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
 
     def reference(x):
         with torch.inference_mode():
-            pol, val = model(torch.from_numpy(np.asarray(x, np.float32)))
-            return pol, torch.softmax(val.float(), 1)
+            x = np.asarray(x, np.float32)
+            pol, val = model(torch.from_numpy(x))
+            return pol, torch_wdl_outputs(val, x.shape[2] * x.shape[3])
 
     per_engine = budget_s / max(1, len(candidates))
     for kind in candidates:
@@ -290,7 +292,8 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
         try:
             be = CpuBackend(model, kind, threads=threads)
             for h, w in timed:
-                self_check(f"{kind} forward", lambda x: _wdl(be(np.asarray(x, np.float32))), reference, h, w,
+                self_check(f"{kind} forward", lambda x: _wdl(be(np.asarray(x, np.float32)), x.shape[2] * x.shape[3]),
+                       reference, h, w,
                            min(n, 32), config.in_planes, tolerance_of(kind))
         except (BackendUnavailable, SelfCheckError, PrecisionUnavailable, RuntimeError) as e:
             table[kind] = f"refused: {str(e)[:160]}"
@@ -317,9 +320,16 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     return choice
 
 
-def _wdl(out):
-    """(policy logits, value logits) -> (policy logits, WDL probabilities)."""
+def _wdl(out, cells: int | None = None):
+    """(policy logits, value logits) -> (policy logits, WDL probabilities), with the
+    moves-left estimate in plies as a 4th column where the net has the head (`cells`: H * W,
+    needed then)."""
     pol, val = out
     v = np.asarray(val, np.float64)
-    e = np.exp(v - v.max(1, keepdims=True))
-    return pol, e / e.sum(1, keepdims=True)
+    e = np.exp(v[:, :3] - v[:, :3].max(1, keepdims=True))
+    wdl = e / e.sum(1, keepdims=True)
+    if v.shape[1] == 4:
+        if cells is None:
+            raise ValueError("the moves-left output needs the board's cells")
+        wdl = np.concatenate([wdl, np.maximum(v[:, 3:], 0.0) * cells], axis=1)
+    return pol, wdl

@@ -7,7 +7,9 @@ Window size (KataGo's rule, katac4's constants)::
 
 with c = 250 000, alpha = 0.75, beta = 0.4. Shards are taken newest first (by file
 modification time, then name) until the window is full; the oldest shard in the
-window may be partly used. Batches are drawn with numpy from the in-RAM arrays and
+window may be partly used. Each sample also carries ``plies_left`` (:func:`nets.shards.plies_left`: its game's
+``num_moves`` minus its ``ply``, joined on ``game_id`` within its shard when the shard is
+loaded), the moves-left head's target. Batches are drawn with numpy from the in-RAM arrays and
 their input planes rebuilt exactly (c4fast.bitboard.rebuild_batch + encode_batch), so
 random access costs nothing like reading compressed HDF5 chunks. Sampling is uniform.
 """
@@ -23,7 +25,7 @@ import numpy as np
 
 from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
-from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, read_shard, rebuild_positions
+from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, plies_left, read_shard, rebuild_positions
 
 KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id")
 
@@ -58,6 +60,7 @@ class Batch:
     outcome: np.ndarray  # (B,) int64: 0 win, 1 draw, 2 loss for the side to move
     legal: np.ndarray  # (B, H, W) bool: playable cells
     root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
+    plies_left: np.ndarray | None = None  # (B,) float32: plies from the position to its game's end
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
@@ -95,14 +98,15 @@ class ReplayWindow:
             return None
         try:
             d = read_shard(path)
+            games = d.pop("games")
+            entry = {k: {**{f: v[f] for f in KEEP_FIELDS}, "plies_left": plies_left(path, v, games)}
+                     for k, v in d.items()}
         except ShardVersionError:
             raise
         except ShardError as e:  # unreadable, truncated or bad values: skip it by name
             self.warn(f"skipping {path}: {e}")
             self.bad.add(path)
             return None
-        games = d.pop("games")
-        entry = {k: {f: v[f] for f in KEEP_FIELDS} for k, v in d.items()}
         entry["_n"] = sum(len(v["ply"]) for v in entry.values())
         entry["_games"] = (len(games["game_id"]), int(games["num_moves"].sum()))
         self.shard_cache[path] = entry
@@ -170,8 +174,10 @@ class ReplayWindow:
         planes = np.zeros((n, NUM_PLANES, h, w), np.float32)
         encode_batch(recs, planes)
         legal = planes[:, 2] > 0
+        left = g.get("plies_left")
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
-                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32))
+                  g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
+                  None if left is None else left.astype(np.float32))
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b

@@ -11,7 +11,10 @@ Errors (per batch of n positions on an H x W board):
   mean (softmax ignores a per-row constant), divided by the RMS of the centred reference
   logits. A graph that replays a constant output (the classic failed capture) scores
   ~1.0 (~1.4 for uncorrelated outputs), so any tolerance below 0.5 catches it.
-* ``wdl_abs``: largest absolute difference of the win/draw/loss probabilities.
+* ``wdl_abs``: largest absolute difference of the win/draw/loss probabilities and, for a
+  net with the moves-left head (a 4th column, in plies), of its estimate divided by the
+  board's H * W cells (the net's own unit, :data:`nets.config.MOVES_LEFT_UNIT`; the output
+  is a plain linear one, so the probabilities' tolerances hold it too).
 """
 
 from __future__ import annotations
@@ -62,10 +65,15 @@ def random_planes(n: int, num_planes: int, height: int, width: int, seed: int = 
 def compare(policy, wdl, ref_policy, ref_wdl) -> dict:
     """{'policy_rel', 'wdl_abs', 'finite'} of candidate vs reference outputs.
 
-    policy: (n, H, W) or (n, H*W) logits; wdl: (n, 3) probabilities (numpy or torch)."""
+    policy: (n, H, W) or (n, H*W) logits; wdl: (n, 3) probabilities (numpy or torch), or
+    (n, 4) with the moves-left estimate in plies (compared divided by H * W)."""
     n = len(ref_policy)
     pol, ref = np.asarray(policy, np.float64), np.asarray(ref_policy, np.float64).reshape(n, -1)
     w, rw = np.asarray(wdl, np.float64), np.asarray(ref_wdl, np.float64)
+    if w.ndim == 2 and w.shape == rw.shape and w.shape[1] == 4 and ref.shape[1] > 0:
+        w, rw = w.copy(), rw.copy()
+        w[:, 3] /= ref.shape[1]
+        rw[:, 3] /= ref.shape[1]
     finite = bool(np.isfinite(pol).all() and np.isfinite(w).all())
     if pol.size != ref.size or len(pol) != n or w.shape != rw.shape:
         return {"policy_rel": float("inf"), "wdl_abs": float("inf"), "finite": finite}

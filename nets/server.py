@@ -39,6 +39,7 @@ import torch
 
 from nets import _atomics
 from nets.config import CPU_ONLY_FORWARDS, FORWARDS
+from nets.model import torch_wdl_outputs
 from nets import shm_queue as q
 
 log = logging.getLogger(__name__)
@@ -137,13 +138,15 @@ def resolve_forward(cfg: ServerConfig) -> str:
 
 def cpu_forward(backend, x_u8: torch.Tensor, step: int):
     """(n, C, H, W) uint8 planes -> (policy logits (n, H*W), wdl probabilities (n, 3)),
-    float32 numpy, in forward calls of at most `step` positions."""
+    float32 numpy, in forward calls of at most `step` positions; (n, 4) for a net with the
+    moves-left head (the estimate in plies last: :func:`nets.model.torch_wdl_outputs`)."""
     n = x_u8.shape[0]
     if n > step:  # CPU throughput peaks at moderate batches: split big requests
         parts = [cpu_forward(backend, x_u8[i:i + step], step) for i in range(0, n, step)]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     pol, val = backend(x_u8.numpy().astype(np.float32))
-    return pol, torch.softmax(torch.from_numpy(val), 1).numpy()  # torch's: bit-exact with training
+    # torch's softmax: bit-exact with training
+    return pol, torch_wdl_outputs(torch.from_numpy(val), x_u8.shape[2] * x_u8.shape[3]).numpy()
 
 
 class InferenceServer:
@@ -181,6 +184,11 @@ class InferenceServer:
         if p == "auto":
             p = "bf16" if self.device.type == "cuda" else "fp32"
         return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[p]
+
+    @property
+    def value_width(self) -> int:
+        """Floats per position of the answers' wdl: 3, or 4 for a net with the moves-left head."""
+        return self.model.config.value_outputs if self.model is not None else 3
 
     def _forward_kind(self) -> str:
         return self.kind or resolve_forward(self.cfg)
@@ -276,7 +284,7 @@ class InferenceServer:
         def ref(x):
             with torch.inference_mode():
                 pol, val = self.model(torch.from_numpy(x).float())
-            return pol.flatten(1), torch.softmax(val, 1)
+            return pol.flatten(1), torch_wdl_outputs(val, x.shape[2] * x.shape[3])
 
         h, w = (self.cfg.sizes or ((12, 12),))[-1]
         self_check(f"CPU {self._forward_kind()} forward", lambda x: self.forward(torch.from_numpy(x)), ref,
@@ -310,7 +318,8 @@ class InferenceServer:
         return True
 
     def forward(self, x_u8: torch.Tensor):
-        """(n, C, H, W) uint8 CPU tensor -> (policy (n, H*W) float32, wdl (n, 3) float32)."""
+        """(n, C, H, W) uint8 CPU tensor -> (policy (n, H*W) float32, wdl (n, 3) float32, or
+        (n, 4) with the moves-left head)."""
         n, _, h, w = x_u8.shape
         if self.cfg.noop:
             return np.zeros((n, h * w), np.float32), np.full((n, 3), 1 / 3, np.float32)
@@ -397,7 +406,7 @@ class InferenceServer:
             for s, _, n in chunk:
                 v = self.slots[s]
                 v.policy(n, h, w).reshape(n, h * w)[:] = pol[off:off + n]
-                v.wdl(n)[:] = wdl[off:off + n]
+                v.wdl(n, wdl.shape[1])[:] = wdl[off:off + n]
                 off += n
         self._publish(chunk, total, status, text)
         return total
@@ -410,7 +419,8 @@ class InferenceServer:
         while len(self._inflight) >= PIPELINE_DEPTH:
             self._complete_oldest()
         inputs = [self.slots[s].planes(n, h, w) for s, _, n in chunk]
-        outputs = [(self.slots[s].policy(n, h, w).reshape(n, h * w), self.slots[s].wdl(n)) for s, _, n in chunk]
+        k = self.value_width
+        outputs = [(self.slots[s].policy(n, h, w).reshape(n, h * w), self.slots[s].wdl(n, k)) for s, _, n in chunk]
         try:
             ticket = self.runner.submit(h, w, inputs, outputs)
         except Exception as e:  # noqa: BLE001 - report to the workers, keep serving
@@ -445,6 +455,7 @@ class InferenceServer:
             v = self.slots[s]
             if status != q.STATUS_OK:
                 v.set_error(text)
+            v.header[q.S_VALUE_WIDTH] = self.value_width
             v.header[q.S_STATUS] = status
             _atomics.store_release(v.header, q.S_RESP, seq)
             self.handles.slot_bells[s].release()

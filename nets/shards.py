@@ -296,6 +296,33 @@ def read_shard(path: str) -> dict:
     return out
 
 
+def plies_left(path: str, group: dict, games: dict) -> np.ndarray:
+    """Plies from each sample's position to the end of its game (int16, >= 1): the game's
+    ``num_moves`` (from the shard's /games, joined on ``game_id``) minus the sample's
+    ``ply``. ``num_moves`` counts every stone of the game and ``ply`` the stones on the
+    sample's board, so this holds for a game started from a position reached before its
+    first sample too. A sample with an exact solver label (``solved_plies`` >= 0, the
+    distance under perfect play) takes that instead, as its outcome is the solved one.
+    The moves-left head's target (``NetConfig.moves_left``). Raises
+    :class:`ShardValueError` for a sample of a game the shard does not hold, or one at or
+    past its game's end."""
+    gid = np.asarray(games["game_id"], np.int64)
+    order = np.argsort(gid, kind="stable")
+    sid = np.asarray(group["game_id"], np.int64)
+    at = np.searchsorted(gid[order], sid)
+    at = np.minimum(at, max(len(gid) - 1, 0))
+    if len(sid) and (not len(gid) or (gid[order][at] != sid).any()):
+        bad = sid[~np.isin(sid, gid)][0]
+        raise ShardValueError(f"shard {path!r}: a sample of game {int(bad)}, which its /games does not hold")
+    left = np.asarray(games["num_moves"], np.int64)[order][at] - np.asarray(group["ply"], np.int64)
+    if (left < 1).any():
+        raise ShardValueError(f"shard {path!r}: a sample at or past the end of its game (num_moves <= ply)")
+    if "solved_plies" in group:
+        solved = np.asarray(group["solved_plies"], np.int64)
+        left = np.where(solved >= 0, solved, left)
+    return left.astype(np.int16)
+
+
 def rebuild_positions(group: dict, h: int, w: int) -> np.ndarray:
     """POSITION_DTYPE records of a size group's samples."""
     n = len(group["ply"])

@@ -9,16 +9,19 @@ Layout of one ``multiprocessing.shared_memory`` block::
                                 forward batches, positions evaluated, CUDA graphs captured,
                                 FLOPs served, CPU forward nanoseconds
     per slot s (num_slots of them, each 64-byte aligned):
-      header        int64[8]    req_seq, resp_seq, count, height, width, status, client pid
+      header        int64[8]    req_seq, resp_seq, count, height, width, status, client pid,
+                                value width (3, or 4 for a net with the moves-left head)
       error text    uint8[256]  UTF-8 message when status != OK
       planes        uint8[max_batch * num_planes * 144]   (count, C, H, W) C-contiguous
       policy        float32[max_batch * 144]              (count, H, W) logits
-      wdl           float32[max_batch * 3]                (count, 3) win/draw/loss probabilities
+      wdl           float32[max_batch * 4]                (count, K) win/draw/loss probabilities,
+                                                          K = the slot's value width: with 4,
+                                                          the moves-left estimate in plies last
 
 Protocol (one outstanding request per slot): the worker writes planes, count and
 size, then publishes with ``store_release(req_seq, req_seq + 1)`` and posts the
 server's semaphore (the doorbell). The server reads ``req_seq`` with
-``load_acquire``, evaluates, writes policy/wdl (or an error status), publishes with
+``load_acquire``, evaluates, writes policy/wdl and the value width (or an error status), publishes with
 ``store_release(resp_seq, req_seq)`` and posts the slot's semaphore. The worker waits
 on that semaphore in short slices and checks between slices that the server process
 is still alive, so a dead server is an error within ~0.1 s instead of a hang. Planes
@@ -37,7 +40,7 @@ import numpy as np
 from nets import _atomics
 
 MAGIC = 0xC4FA57
-PROTOCOL = 1
+PROTOCOL = 2  # 2: the wdl area holds MAX_VALUE_WIDTH floats per position, the header its width
 MAX_CELLS = 144  # 12 x 12
 MIN_SIZE, MAX_SIZE = 4, 12
 ERROR_BYTES = 256
@@ -51,8 +54,12 @@ G_BUSY_NS = 14  # CPU server: nanoseconds spent inside the forward so far
 G_FORWARD = 15  # CPU server: 1 + the index in nets.backends.BACKENDS of the engine it serves (0: none yet)
 GLOBAL_WORDS = 16
 # slot header fields
-S_REQ, S_RESP, S_COUNT, S_HEIGHT, S_WIDTH, S_STATUS, S_CLIENT_PID = range(7)
+S_REQ, S_RESP, S_COUNT, S_HEIGHT, S_WIDTH, S_STATUS, S_CLIENT_PID, S_VALUE_WIDTH = range(8)
 SLOT_WORDS = 8
+#: floats per position of a slot's wdl area: (win, draw, loss) and the moves-left estimate
+#: of a net with that head (``NetConfig.moves_left``); a response fills the first
+#: ``header[S_VALUE_WIDTH]`` (3 or 4) of them
+MAX_VALUE_WIDTH = 4
 
 STATUS_OK = 0
 STATUS_BAD_REQUEST = 1
@@ -82,7 +89,7 @@ class SlotLayout:
     @property
     def slot_bytes(self) -> int:
         return _align(SLOT_WORDS * 8 + ERROR_BYTES + self.planes_bytes
-                      + 4 * self.max_batch * MAX_CELLS + 4 * self.max_batch * 3)
+                      + 4 * self.max_batch * MAX_CELLS + 4 * self.max_batch * MAX_VALUE_WIDTH)
 
     @property
     def total_bytes(self) -> int:
@@ -105,7 +112,7 @@ class SlotView:
         off += layout.planes_bytes
         self.policy_flat = np.ndarray(layout.max_batch * MAX_CELLS, np.float32, buf, off)
         off += 4 * layout.max_batch * MAX_CELLS
-        self.wdl_flat = np.ndarray(layout.max_batch * 3, np.float32, buf, off)
+        self.wdl_flat = np.ndarray(layout.max_batch * MAX_VALUE_WIDTH, np.float32, buf, off)
         self.layout = layout
 
     def planes(self, n: int, h: int, w: int) -> np.ndarray:
@@ -114,8 +121,9 @@ class SlotView:
     def policy(self, n: int, h: int, w: int) -> np.ndarray:
         return self.policy_flat[: n * h * w].reshape(n, h, w)
 
-    def wdl(self, n: int) -> np.ndarray:
-        return self.wdl_flat[: n * 3].reshape(n, 3)
+    def wdl(self, n: int, width: int = 3) -> np.ndarray:
+        """(n, width) view: width 3 (win, draw, loss) or 4 (and the moves-left estimate)."""
+        return self.wdl_flat[: n * width].reshape(n, width)
 
     def set_error(self, text: str) -> None:
         data = text.encode("utf-8", "replace")[: ERROR_BYTES - 1]
@@ -250,7 +258,8 @@ class InferenceClient:
             raise ValueError(f"board size {height}x{width} outside {MIN_SIZE}..{MAX_SIZE}")
 
     def evaluate(self, planes: np.ndarray, positions=None):
-        """Send n = len(planes) positions; returns (policy logits (n, H, W), wdl (n, 3)).
+        """Send n = len(planes) positions; returns (policy logits (n, H, W), wdl (n, 3)),
+        or wdl (n, 4) when the server's net has the moves-left head (its estimate in plies last).
 
         The returned arrays are views into shared memory, valid until the next call.
         """
@@ -278,7 +287,10 @@ class InferenceClient:
             raise ServerError(f"inference server rejected the request: {self.view.get_error()}")
         self.requests += 1
         self.positions_sent += n
-        return self.view.policy(n, h, w), self.view.wdl(n)
+        width = int(hdr[S_VALUE_WIDTH])
+        if width not in (3, MAX_VALUE_WIDTH):
+            raise ServerError(f"inference server answered with value width {width}, not 3 or {MAX_VALUE_WIDTH}")
+        return self.view.policy(n, h, w), self.view.wdl(n, width)
 
     def _wait(self) -> None:
         bell = self.handles.slot_bells[self.slot]

@@ -3,7 +3,8 @@
 Each step draws ``per_size`` samples from every board size in the replay window,
 runs forward/backward per size and accumulates the gradients (one optimizer step per
 training step), with random horizontal flips. Loss (per sample, averaged over the
-step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``,
+step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``
+(+ ``moves_left_weight * Huber(moves left)`` for a net with the moves-left head),
 plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
 of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
 ``--warmup-steps``, then full.
@@ -58,6 +59,9 @@ log = logging.getLogger("nets.train")
 
 STATE_FORMAT = "c4fast-train-state"
 BENCH_CUDA_PER_SIZE = 128  # --bench on CUDA: samples per size per step (16 sizes: 2048 a step)
+#: Huber threshold of the moves-left loss, in the head's unit (plies / (H * W)): quadratic
+#: within a quarter of the board's cells, linear beyond
+MOVES_LEFT_HUBER_DELTA = 0.25
 
 
 class NonFiniteLossError(RuntimeError):
@@ -84,6 +88,9 @@ class TrainConfig:
     value_mix: float = field(default=0.0, metadata=opt(
         "share of the search's root (win, draw, loss) in the value target, the rest being the game's "
         "outcome (0: outcome only)"))
+    moves_left_weight: float = field(default=0.0, metadata=opt(
+        "weight of the moves-left loss (Huber on plies left / cells; > 0 needs a net preset with the "
+        "moves-left head, e.g. cpu_small_ml; 0: no moves-left loss)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -136,6 +143,16 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
         if not 0.0 <= self.fast_value_weight <= 1.0:
             raise ValueError(f"TrainConfig.fast_value_weight must be in [0, 1], got {self.fast_value_weight}")
+        if not (isinstance(self.moves_left_weight, (int, float)) and math.isfinite(self.moves_left_weight)
+                and self.moves_left_weight >= 0):
+            raise ValueError(f"TrainConfig.moves_left_weight must be a finite number >= 0, got {self.moves_left_weight!r}")
+
+    def check_net(self, net: NetConfig) -> None:
+        """ValueError unless `net` fits these settings: a moves-left loss needs the head.
+        (Checked by the Trainer, not here: a loop sets ``preset`` from its own ``--net``.)"""
+        if self.moves_left_weight > 0 and not net.moves_left:
+            raise ValueError(f"TrainConfig.moves_left_weight {self.moves_left_weight} needs a net with the moves-left "
+                             f"head, and preset {net.name!r} has none (NetConfig.moves_left; e.g. cpu_small_ml)")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
 
@@ -219,16 +236,21 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None, fast_value_weight: float = 1.0):
-    """Summed (not averaged) total loss, policy soft CE, value CE and policy entropy of
-    one batch (0-dim tensors on `device`; nothing here waits for the device).
+           mask=None, fast_value_weight: float = 1.0, moves_left_weight: float = 0.0):
+    """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
+    moves-left loss of one batch (0-dim tensors on `device`; nothing here waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
     (the search's estimate at the sample's root, same side). With a board `mask` (a canvas
     batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`.
     ``fast_value_weight`` f < 1 multiplies the value loss of the samples whose policy weight
-    is 0 (fast searches) by f; the returned value loss is that weighted sum."""
+    is 0 (fast searches) by f; the returned value loss is that weighted sum.
+
+    Moves left (a net with the head, ``NetConfig.moves_left``): ``Huber(m - plies_left /
+    cells, delta=MOVES_LEFT_HUBER_DELTA)`` summed over the samples, m the net's 4th value
+    output, cells each sample's H * W; added to the total times `moves_left_weight`. Without
+    the head it is 0 (and `moves_left_weight` must be 0)."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -241,6 +263,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     logp = F.log_softmax(logits, dim=1)
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
+    vlog = val[:, :3].float()  # win/draw/loss logits (a moves-left head's 4th column is not a class)
     vw = None  # per-row value weight: fast searches' rows down-weighted (TrainConfig.fast_value_weight)
     if fast_value_weight != 1.0:
         vw = torch.where(w > 0, torch.ones_like(w), torch.full_like(w, float(fast_value_weight)))
@@ -250,15 +273,30 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         soft = (1 - value_mix) * F.one_hot(z, 3).float() + value_mix * to_device(batch.root_wdl, device)
         if vw is not None:
             soft = soft * vw[:, None]
-        value_loss = -(soft * F.log_softmax(val.float(), dim=1)).sum()
+        value_loss = -(soft * F.log_softmax(vlog, dim=1)).sum()
     elif vw is None:
-        value_loss = F.cross_entropy(val.float(), z, reduction="sum")
+        value_loss = F.cross_entropy(vlog, z, reduction="sum")
     else:
-        value_loss = (vw * F.cross_entropy(val.float(), z, reduction="none")).sum()
+        value_loss = (vw * F.cross_entropy(vlog, z, reduction="none")).sum()
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
     total = value_weight * value_loss + policy_loss
-    return total, policy_loss, value_loss, entropy
+    if val.shape[1] == 4 and (batch.plies_left is not None or moves_left_weight > 0):
+        if batch.plies_left is None:
+            raise ValueError("moves_left_weight > 0 needs the samples' plies_left")
+        if mask is None:
+            cells = torch.full((len(z),), float(batch.height * batch.width), device=val.device)
+        else:
+            cells = to_device(mask, device).sum(dim=(1, 2, 3))
+        target = to_device(batch.plies_left, device).float() / cells
+        ml_loss = F.huber_loss(val[:, 3].float(), target, reduction="sum", delta=MOVES_LEFT_HUBER_DELTA)
+        if moves_left_weight > 0:
+            total = total + moves_left_weight * ml_loss
+    else:
+        if moves_left_weight > 0:
+            raise ValueError("moves_left_weight > 0 needs a net with the moves-left head (NetConfig.moves_left)")
+        ml_loss = torch.zeros((), device=val.device)  # no head (or no targets): not part of the loss
+    return total, policy_loss, value_loss, entropy, ml_loss
 
 
 class Trainer:
@@ -276,6 +314,7 @@ class Trainer:
             torch.backends.cudnn.benchmark = True
         torch.manual_seed(cfg.seed)
         self.net_config: NetConfig = get_preset(cfg.preset)
+        cfg.check_net(self.net_config)
         self.model = build_model(self.net_config).to(self.device)
         self.precision = cfg.resolved_precision()
         self.channels_last = self.device.type == "cuda" or self.precision == "bf16"
@@ -410,23 +449,26 @@ class Trainer:
             g["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy
+        sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left
+        mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
         if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws)
             batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e = losses(self.canvas, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                                       self.channels_last, mask, self.cfg.fast_value_weight)
+                loss, p, v, e, ml = losses(self.canvas, batch, self.device, self.cfg.value_weight,
+                                           self.cfg.value_mix, self.channels_last, mask,
+                                           self.cfg.fast_value_weight, mlw)
             (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                                       self.channels_last, fast_value_weight=self.cfg.fast_value_weight)
+                loss, p, v, e, ml = losses(self.model, batch, self.device, self.cfg.value_weight,
+                                           self.cfg.value_mix, self.channels_last,
+                                           fast_value_weight=self.cfg.fast_value_weight, moves_left_weight=mlw)
             (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e]).double()
-        tot, pol, val, ent = sums.tolist()  # the step's only host synchronisation
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
+        tot, pol, val, ent, mll = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
@@ -434,16 +476,20 @@ class Trainer:
         self.opt.step()
         self.step += 1
         self.samples_trained += n_total
-        return {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
-                "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
+        out = {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
+               "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
+        if self.net_config.moves_left:  # Huber loss per sample, in plies / cells (MOVES_LEFT_HUBER_DELTA)
+            out["moves_left_loss"] = mll / n_total
+        return out
 
     def log(self, metrics: dict, window: ReplayWindow, samples_per_s: float) -> None:
         if self.tb is None:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(os.path.join(self.out, "tb"))
-        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr"):
-            self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
+        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr", "moves_left_loss"):
+            if k in metrics:
+                self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
         self.tb.add_scalar("train/samples_per_s", samples_per_s, self.step)
         self.tb.add_scalar("data/window_samples", window.window_samples, self.step)
         self.tb.add_scalar("data/total_samples", window.total_samples, self.step)

@@ -21,7 +21,13 @@ forced playouts. It uses :class:`c4fast.Game` for the rules only and never impor
   priors by ``p ** (1 / T)`` renormalised, rounded like ``prepare_root``.
 
 The evaluator is a function ``evaluate(game) -> (logits (H, W), wdl (3,))`` where
-``wdl`` is (win, draw, loss) for the side to move.
+``wdl`` is (win, draw, loss) for the side to move, or ``wdl (4,)`` with the estimated plies
+to the game's end last. Moves-left utility (``SearchConfig.moves_left_slope`` > 0, Lc0's,
+written here from its definition): every node keeps ``ml_sum``, the sum over its playouts
+of the plies from its position to the end (the leaf's estimate, 0 at a terminal, one more
+per ply up the path); at a node whose ``|Q|`` exceeds the threshold, a visited child c
+adds ``u = -Q(c) * clip(slope * (1 + M(c) - M(node)), -cap, cap)`` to its PUCT score
+(M = ml_sum / visits, Q(c) for the side choosing).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ TERMINAL_DRAW = 2
 
 
 class Node:
-    __slots__ = ("move", "prior", "terminal", "visits", "value_sum", "draw_sum", "children")
+    __slots__ = ("move", "prior", "terminal", "visits", "value_sum", "draw_sum", "ml_sum", "children")
 
     def __init__(self, move: int, prior, terminal: int = NOT_TERMINAL):
         self.move = move
@@ -47,6 +53,7 @@ class Node:
         self.visits = 0
         self.value_sum = 0.0
         self.draw_sum = 0.0
+        self.ml_sum = 0.0
         self.children: list[Node] | None = None  # ascending columns once expanded
 
     def q(self) -> float:
@@ -110,29 +117,43 @@ def expand(node: Node, game: Game, logits: np.ndarray, sensible: bool) -> None:
         node.children.append(Node(col, prior, terminal))
 
 
-def select_child(node: Node, c_puct: float, fpu_reduction: float) -> Node:
+def moves_left_utility(q: float, extra_plies: float, slope: float, cap: float) -> float:
+    """Lc0's bounded moves-left utility: the chooser's value `q` times the clipped extra
+    length, negated (a winner gains by shorter games, a loser by longer ones)."""
+    return -q * min(cap, max(-cap, slope * extra_plies))
+
+
+def select_child(node: Node, c_puct: float, fpu_reduction: float, ml: tuple = (0.0, 0.0, 0.0)) -> Node:
+    """`ml`: (slope, cap, threshold) of the moves-left utility (slope 0: off)."""
+    slope, cap, threshold = ml
     kids = node.children
     total = float(sum(k.visits for k in kids))
     visited_mass = float_sum(float(k.prior) for k in kids if k.visits > 0)
     parent_q = -node.value_sum / node.visits
     fpu = parent_q - fpu_reduction * math.sqrt(visited_mass)
     sqrt_total = math.sqrt(1.0 + total)
+    decisive = slope > 0 and abs(parent_q) > threshold
     best, best_score = None, -math.inf
     for k in kids:  # ascending columns: strict '>' keeps the lowest on ties
         q = k.q() if k.visits > 0 else fpu
         score = q + c_puct * float(k.prior) * sqrt_total / (1.0 + k.visits)
+        if decisive and k.visits > 0:
+            score += moves_left_utility(k.q(), 1.0 + k.ml_sum / k.visits - node.ml_sum / node.visits, slope, cap)
         if score > best_score:
             best, best_score = k, score
     return best
 
 
-def backup(path: list[Node], value: float, draw: float) -> None:
-    """`value` is from the view of the mover into path[-1]; the sign flips per ply."""
+def backup(path: list[Node], value: float, draw: float, moves_left: float = 0.0) -> None:
+    """`value` is from the view of the mover into path[-1]; the sign flips per ply;
+    `moves_left` (plies from path[-1]'s position to the end) grows by one per ply."""
     for node in reversed(path):
         node.visits += 1
         node.value_sum += value
         node.draw_sum += draw
+        node.ml_sum += moves_left
         value = -value
+        moves_left += 1.0
 
 
 def search(
@@ -145,6 +166,7 @@ def search(
     sensible: bool = True,
     root_temp: float = 1.0,
     root: Node | None = None,
+    moves_left: tuple = (0.0, 0.0, 0.0),
 ) -> Node:
     """Search `game` (a running game) until the root has `playouts` visits; returns the
     root. `root` continues an earlier tree of this position (tree reuse: its visits
@@ -158,7 +180,7 @@ def search(
     while root.visits < playouts:
         node, pos, path = root, game.copy(), [root]
         while node.children is not None and node.terminal == NOT_TERMINAL:
-            node = select_child(node, c_puct, fpu_reduction)
+            node = select_child(node, c_puct, fpu_reduction, moves_left)
             pos.play(node.move)
             path.append(node)
         if node.terminal == TERMINAL_WIN:
@@ -168,11 +190,11 @@ def search(
         else:
             logits, wdl = evaluate(pos)
             expand(node, pos, logits, sensible)
-            win, draw, loss = (np.float32(x) for x in wdl)
+            win, draw, loss = (np.float32(x) for x in wdl[:3])
             # win - loss in float32, as in expand_and_backup_kernel: Numba's float() of a
             # float32 stays float32, so the subtraction there is rounded to float32
             value = float(np.float32(win - loss))
-            backup(path, -value, float(draw))
+            backup(path, -value, float(draw), float(np.float32(wdl[3])) if len(wdl) > 3 else 0.0)
             if node is root:
                 apply_root_temperature(root, root_temp)
     return root
@@ -195,7 +217,14 @@ def search_with_config(game: Game, evaluate, playouts: int, config, root_temp: f
         sensible=config.sensible,
         root_temp=root_temp,
         root=root,
+        moves_left=(config.moves_left_slope, config.moves_left_cap, config.moves_left_threshold)
+        if len(evaluate_width(evaluate, game)) > 3 else (0.0, 0.0, 0.0),
     )
+
+
+def evaluate_width(evaluate, game: Game):
+    """The wdl of `evaluate` at `game` (its length says whether it has moves left)."""
+    return evaluate(game)[1]
 
 
 def root_visits(root: Node, width: int) -> np.ndarray:

@@ -62,6 +62,25 @@ def test_fp32_graphs_match_within_the_tf32_tolerance():
     assert_close(runner.run_sync(x), reference(model, x), tolerance_for(torch.float32, "cuda"))
 
 
+def test_graphs_carry_the_moves_left_output():
+    """A net with the moves-left head (NetConfig.moves_left): the graphs' wdl has the plies
+    as a 4th column, within the bf16 tolerance (compared in the head's unit, plies / cells)."""
+    from nets.model import torch_wdl_outputs
+
+    model = perturbed_model("cpu_small_ml", 2)
+    with torch.no_grad():
+        model.value_head.fc2.bias[3] += 1.0
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=((9, 10),), max_batch=256)
+    runner.capture_all()  # self-checks every capture, the 4th column included
+    x = random_planes(100, c4fast.NUM_PLANES, 9, 10, seed=3)
+    pol, wdl = runner.run_sync(x)
+    assert wdl.shape == (100, 4) and (wdl[:, 3] > 0).any()
+    m = model.to("cuda:0").float().eval()
+    with torch.no_grad(), exact_fp32():
+        rp, rv = m(torch.from_numpy(x).to("cuda:0").float())
+    assert_close((pol, wdl), (rp.flatten(1).cpu().numpy(), torch_wdl_outputs(rv, 90).cpu().numpy()))
+
+
 class _NoReplay:
     def replay(self):
         pass

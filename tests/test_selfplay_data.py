@@ -321,3 +321,25 @@ def test_new_switches_are_validated():
         with pytest.raises(ValueError):
             SelfPlayConfig(**bad)
     assert SelfPlayConfig(fork_max_fill=0.5).fork_plies(42) == 21 and SelfPlayConfig().fork_plies(1) == 1
+
+
+def test_moves_left_labels_take_the_exact_distance_of_solved_samples(tmp_path):
+    """The replay window's ``plies_left`` is ``solved_plies`` where the solver labelled the
+    sample, else what the game went on to last (num_moves - ply), read here with h5py."""
+    from nets.replay import ReplayWindow
+
+    policy = SelfPlayConfig(solve_max_empty=16, solve_nodes=10**7, forbidden_cell=False)
+    paths, _ = play(tmp_path, policy, ((6, 7, 11),), games=4)
+    with h5py.File(paths[0], "r") as f:
+        length = {int(g): int((m >= 0).sum()) for g, m in zip(f["games/game_id"][()], f["games/moves"][()])}
+        grp = f["samples/h6w7"]
+        ref = {(int(g), int(p)): (int(d) if d >= 0 else length[int(g)] - int(p))
+               for g, p, d in zip(grp["game_id"][()], grp["ply"][()], grp["solved_plies"][()])}
+        shorter = sum(int(d) >= 0 and int(d) != length[int(g)] - int(p)
+                      for g, p, d in zip(grp["game_id"][()], grp["ply"][()], grp["solved_plies"][()]))
+    win = ReplayWindow()
+    win.update(paths)
+    arrays = win.shard_cache[paths[0]][(6, 7)]
+    got = {(int(g), int(p)): int(x) for g, p, x in zip(arrays["game_id"], arrays["ply"], arrays["plies_left"])}
+    assert got == ref and len(got) == len(arrays["ply"])
+    assert shorter > 0  # some exact distance differs from how long the game went on

@@ -278,7 +278,7 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
         b = Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal, wdl)
         with torch.no_grad():
             _, val = model(torch.from_numpy(b.planes))
-            total, pol, v, _ = losses(model, b, "cpu", 1.5, mix)
+            total, pol, v, _, _ = losses(model, b, "cpu", 1.5, mix)
         ref = _numpy_value_loss(val.numpy(), b.outcome, wdl, mix)
         assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref))
         assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))
@@ -357,7 +357,7 @@ def test_fast_value_weight_scales_the_value_rows_of_fast_searches(tmp_path, mix)
         _, val = model(torch.from_numpy(b.planes))
         today = losses(model, b, "cpu", 1.5, mix)
         for f in (1.0, 0.5, 0.0):
-            total, pol, v, _ = losses(model, b, "cpu", 1.5, mix, fast_value_weight=f)
+            total, pol, v, _, _ = losses(model, b, "cpu", 1.5, mix, fast_value_weight=f)
             ref = _numpy_weighted_value_loss(val.numpy(), b.outcome, b.root_wdl, mix, b.policy_weight, f)
             assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref)), (f, v.item(), ref)
             assert pol.item() == today[1].item()

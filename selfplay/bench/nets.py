@@ -159,7 +159,7 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
     from nets.precision import PRECISION_OF, PrecisionUnavailable
     from nets.fused import flops_per_eval
     from nets.selfcheck import compare
-    from c4fast.evaluators import softmax_rows
+    from nets.config import wdl_outputs
 
     torch.set_num_threads(threads)
     test = calibration_planes(SAIBLO + ((6, 7),), 64, seed=12345)
@@ -183,8 +183,8 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
             pairs = list(zip(test, ref_out))
             if kind == "compiled":
                 pairs = pairs[-2:]  # 12x12 and 6x7 only (a compilation per shape)
-            errs = [compare(o[0], softmax_rows(o[1]), rp, softmax_rows(rv))
-                    for x, (rp, rv) in pairs for o in [be(x)]]
+            errs = [compare(o[0], wdl_outputs(o[1], cells), rp, wdl_outputs(rv, cells))
+                    for x, (rp, rv) in pairs for o in [be(x)] for cells in [x.shape[2] * x.shape[3]]]
             acc = {"policy_rel_max": max(e["policy_rel"] for e in errs),
                    "policy_rel_mean": float(np.mean([e["policy_rel"] for e in errs])),
                    "wdl_abs_max": max(e["wdl_abs"] for e in errs)}

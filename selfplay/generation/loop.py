@@ -43,6 +43,7 @@ from c4fast.config import SearchConfig
 from c4fast.game import parse_sizes
 from c4fast.runtime import (LockedError, cpu_seconds, read_json, die_with_parent, forget_handled_interrupt,
                             raise_on_interrupt, setup_logging)
+from nets.config import get_preset
 from nets.replay import WindowConfig
 from nets.train import TrainConfig, TrainRunConfig
 from selfplay.generation.config import RunConfig, SelfPlayConfig
@@ -75,6 +76,7 @@ class LoopConfig:
         if self.max_evaluations < 0 or not (math.isfinite(self.status_every) and self.status_every > 0):
             raise ValueError("--max-evaluations must be >= 0 and --status-every > 0")
         parse_sizes(self.sizes)
+        self.train.train.check_net(get_preset(self.net))  # the trainer runs this net (LOOP_MANAGED)
 
 
 def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, workers: int = 1,
