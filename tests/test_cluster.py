@@ -343,3 +343,39 @@ def test_every_loop_knob_is_a_cluster_flag_and_reaches_the_children(tmp_path):
     assert tr["train"]["lr"] == 0.05 == local_tr.train.lr and sp["search"]["c_puct"] == 1.7
     assert sp["preset"] == local_sp.preset == "tiny" and sp["seed"] == local_sp.seed
     assert (node_gpus, trainer_gpus) == (0, 0) and sp["status_file"] is None
+
+
+def test_the_last_json_line_of_a_log_is_found_however_long(tmp_path):
+    """A self-play summary lists every shard, so it can be longer than the chunk the log is
+    read in; the reader must return it, not an older summary or nothing (against a
+    reference that reads the whole file)."""
+    pytest.importorskip("ray")
+    from selfplay.cluster.actors import _last_json
+
+    def reference(path):
+        for line in reversed(path.read_bytes().split(b"\n")):
+            if line.startswith(b"{"):
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    return value
+        return None
+
+    big = {"games": 7, "worker_restarts": 1, "shards": [f"sp_{i:08d}_n1_i1_r0.h5" for i in range(6000)]}
+    cases = {
+        "long_last": ["log line", json.dumps({"games": 1}), "interrupted", json.dumps(big), ""],
+        "long_then_text": [json.dumps({"games": 1}), json.dumps(big), "a line after the summary"],
+        "partial_last": [json.dumps(big), '{"games": 3, "trunc'],
+        "no_json": ["x" * 200_000, "y"],
+        "list_not_object": [json.dumps({"games": 2}), "[1, 2]"],
+        "empty": [],
+    }
+    for name, lines in cases.items():
+        path = tmp_path / f"{name}.log"
+        path.write_bytes("\n".join(lines).encode())
+        for chunk in (7, 4096, 1 << 16):
+            assert _last_json(str(path), chunk=chunk) == reference(path), (name, chunk)
+    assert _last_json(str(tmp_path / "long_last.log"))["worker_restarts"] == 1
+    assert _last_json(str(tmp_path / "missing.log")) is None

@@ -37,21 +37,32 @@ def _child_env(run_marker: str) -> dict:
     return env
 
 
-def _last_json(path: str) -> dict | None:
-    """The last line of a log that parses as a JSON object (a command's summary)."""
+def _last_json(path: str, chunk: int = 1 << 16, limit: int = 64 << 20) -> dict | None:
+    """The last complete line of a log that parses as a JSON object (a command's summary),
+    read backwards `chunk` bytes at a time, at most `limit` bytes from the end. A summary
+    line may be longer than a chunk (a self-play run lists every shard it wrote): only
+    lines whose start has been read are tried, so a long line's tail is never mistaken for
+    the end of the log or skipped in favour of an older summary."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
+            pos = f.seek(0, 2)
+            end, head = pos, b""  # head: the first, possibly partial, line of what was read
+            while pos > 0 and end - pos < limit:
+                step = min(chunk, pos)
+                pos -= step
+                f.seek(pos)
+                parts = (f.read(step) + head).split(b"\n")
+                head = parts.pop(0) if pos > 0 else b""
+                for line in reversed(parts):
+                    if line.startswith(b"{"):
+                        try:
+                            value = json.loads(line.decode(errors="replace"))
+                        except ValueError:
+                            continue
+                        if isinstance(value, dict):
+                            return value
     except FileNotFoundError:
         return None
-    for line in reversed(lines):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
     return None
 
 
