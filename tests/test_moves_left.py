@@ -184,13 +184,19 @@ def test_a_moves_left_checkpoint_round_trips_and_the_self_check_sees_a_wrong_pli
         self_check("plies", off_by_a_ply, ref, 9, 9, 4, c4fast.NUM_PLANES, TOLERANCES["fp32"])
 
 
-def test_the_inference_server_answers_with_the_moves_left_column(tmp_path):
+def ml_checkpoint(tmp_path, plies_bias: float):
+    """A seeded tiny net with the head (its moves-left output's bias set), saved as ml.pt."""
     torch.manual_seed(0)
     model = Net(tiny_ml()).eval()
     with torch.no_grad():
-        model.value_head.fc2.bias[3] = 0.4
+        model.value_head.fc2.bias[3] = plies_bias
     path = tmp_path / "ml.pt"
     save_checkpoint(path, model, model.config, 1)
+    return model, path
+
+
+def test_the_inference_server_answers_with_the_moves_left_column(tmp_path):
+    model, path = ml_checkpoint(tmp_path, 0.4)
     ctx = mp.get_context("spawn")
     sq = q.SharedQueue(ctx, 1, 64, c4fast.NUM_PLANES)
     proc = start_server(ctx, sq.handles, ServerConfig(model=str(path), threads=1, forward="eager"))
@@ -406,12 +412,7 @@ def test_a_net_player_reports_the_moves_left_of_a_net_with_the_head(tmp_path):
     from nets.netplayer import NetPlayer
     from nets.players import make_player
 
-    torch.manual_seed(0)
-    model = Net(tiny_ml()).eval()
-    with torch.no_grad():
-        model.value_head.fc2.bias[3] = 0.5
-    path = tmp_path / "ml.pt"
-    save_checkpoint(path, model, model.config, 1)
+    model, path = ml_checkpoint(tmp_path, 0.5)
     game = c4fast.Game(9, 9, (0, 4))
     for playouts in (0, 30):
         p = NetPlayer(str(path), playouts=playouts, evaluator=TorchEvaluator(model),
