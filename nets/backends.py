@@ -18,15 +18,21 @@ same architecture (hot reload). Kinds:
                  CPUs with VNNI or AMX-INT8 only
 ``bf16``         the fused net in bfloat16 weights and activations, channels_last
                  (oneDNN); CPUs with AVX512-BF16 or AMX-BF16 only
+``ov``           OpenVINO, fp32, the same ONNX export (symbolic batch and board size:
+                 one compiled model serves every size; ``openvino``)
+``ov_bf16``      OpenVINO with bf16 inference precision: its CPU plugin fuses the BN
+                 affine, ReLU, residual adds and bias into the convolutions (AMX or
+                 AVX512-BF16 kernels); CPUs with bf16 units only
 ===============  ================================================================
 
 The fp32 kinds agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.TOLERANCES`
-"fp32"); ``bf16`` is held to the GPU's bf16 tolerance, ``ort_int8`` to
+"fp32"); ``bf16`` and ``ov_bf16`` are held to the GPU's bf16 tolerance, ``ort_int8`` to
 :data:`INT8_TOLERANCE`, measured on the shipped net (see ``python -m selfplay.bench.nets
 backends``). A kind the CPU lacks the instructions for is refused
 (:class:`nets.precision.PrecisionUnavailable`): emulated it would be slower than fp32.
 Threads: torch kinds use the process's ``torch.set_num_threads``; ONNX Runtime sessions
-get ``threads`` intra-op threads.
+get ``threads`` intra-op threads, OpenVINO models ``threads`` inference threads (unpinned:
+the self-play workers and the trainer share the cores).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from nets.selfcheck import TOLERANCES, Tolerance
 __all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
            "tolerance_of"]
 
-BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16")
+BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16", "ov", "ov_bf16")
 
 #: Accepted error of the int8 path against eager fp32 (definitions in :mod:`nets.selfcheck`).
 #: Measured for the shipped ``c4fast_cpu`` net on 128 positions of random games on each of
@@ -60,7 +66,27 @@ class BackendUnavailable(RuntimeError):
 
 def tolerance_of(kind: str) -> Tolerance:
     """Self-check tolerance of backend `kind` against the eager fp32 forward."""
-    return {"ort_int8": INT8_TOLERANCE, "bf16": TOLERANCES["bf16"]}.get(kind, TOLERANCES["fp32"])
+    return {"ort_int8": INT8_TOLERANCE, "bf16": TOLERANCES["bf16"],
+            "ov_bf16": TOLERANCES["bf16"]}.get(kind, TOLERANCES["fp32"])
+
+
+def default_calibration() -> list[np.ndarray]:
+    """The int8 engines' calibration batches: :func:`calibration_planes` over the 16 Saiblo
+    sizes, 32 positions each, computed once per process (read-only arrays)."""
+    global _DEFAULT_CALIBRATION
+    if _DEFAULT_CALIBRATION is None:
+        batches = calibration_planes(SAIBLO_SIZES, 32)
+        for b in batches:
+            b.setflags(write=False)
+        _DEFAULT_CALIBRATION = batches
+    return _DEFAULT_CALIBRATION
+
+
+_DEFAULT_CALIBRATION: list[np.ndarray] | None = None
+
+#: An OpenVINO engine with several streams splits a batch only into parts of at least this
+#: many positions (smaller ones run on one stream).
+_OV_MIN_SPLIT = 16
 
 
 def calibration_planes(sizes, per_size: int = 64, seed: int = 0) -> list[np.ndarray]:
@@ -93,9 +119,15 @@ class CpuBackend:
     """One inference engine for one architecture (see the module docstring).
 
     kind: one of :data:`BACKENDS`; threads: intra-op threads of ONNX Runtime sessions
-    (0: ONNX Runtime's default); calibration: for ``ort_int8``, the batches to calibrate
+    and OpenVINO models (0: the runtime's default); calibration: for ``ort_int8``, the
+    batches to calibrate
     on (default: :func:`calibration_planes` over the 16 Saiblo sizes).
     """
+
+    #: Kinds that compute on a thread pool of their own runtime, not torch's: a process
+    #: serving one should run torch (its softmax and copies) on one thread, or torch's idle
+    #: OpenMP threads spin against the engine's (measured: 0.66x the engine's speed on 2 cores).
+    OWN_THREADS = ("ort", "ort_int8", "ov", "ov_bf16")
 
     def __init__(self, model, kind: str, threads: int = 0, calibration=None):
         if kind not in BACKENDS:
@@ -138,6 +170,8 @@ class CpuBackend:
                 return pol.reshape(len(pol), -1).astype(np.float32, copy=False), val.astype(np.float32, copy=False)
 
             self._fn = fn
+        elif k in ("ov", "ov_bf16"):
+            self._fn = self._ov_fn(model)
         else:
             self._fn = self._ort_fn(model, int8=(k == "ort_int8"))
 
@@ -165,7 +199,7 @@ class CpuBackend:
                                      "pip install onnxruntime onnx") from None
         onnx_bytes = export_onnx(model)
         if int8:
-            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or calibration_planes(SAIBLO_SIZES, 32))
+            onnx_bytes = quantize_int8(onnx_bytes, self.calibration or default_calibration())
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.threads > 0:
@@ -179,6 +213,43 @@ class CpuBackend:
 
         return fn
 
+    def _ov_fn(self, model):
+        try:
+            import openvino as ov
+        except ImportError:
+            raise BackendUnavailable(f"backend {self.kind!r} needs OpenVINO: pip install openvino") from None
+        onnx_bytes = export_onnx(model)
+        core = ov.Core()
+        # the CPU plugin's default precision is bf16 on CPUs with bf16 units: say it always.
+        # With threads > 1: one single-threaded stream per thread, each running its share of a
+        # batch (measured on the AMX machine, b3c128nbt, 2 threads: 1.2x one 2-thread stream)
+        streams = max(1, self.threads)
+        props = {"INFERENCE_PRECISION_HINT": "bf16" if self.kind == "ov_bf16" else "f32",
+                 "PERFORMANCE_HINT": "LATENCY" if streams == 1 else "THROUGHPUT",
+                 "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False}
+        if self.threads > 0:
+            props["INFERENCE_NUM_THREADS"] = self.threads
+        compiled = core.compile_model(core.read_model(onnx_bytes), "CPU", props)
+        requests = [compiled.create_infer_request() for _ in range(streams)]
+        policy, value = compiled.output("policy"), compiled.output("value")
+
+        def fn(x: np.ndarray):
+            x = np.ascontiguousarray(x, np.float32)
+            k = max(1, min(streams, len(x) // _OV_MIN_SPLIT))
+            if k == 1:
+                out = requests[0].infer({0: x})  # copies the outputs
+                pol, val = out[policy], out[value]
+            else:
+                for r, part in zip(requests, np.array_split(x, k)):
+                    r.start_async({0: part})
+                for r in requests[:k]:
+                    r.wait()
+                pol = np.concatenate([r.get_tensor(policy).data for r in requests[:k]])
+                val = np.concatenate([r.get_tensor(value).data for r in requests[:k]])
+            return pol.reshape(len(pol), -1), val
+
+        return fn
+
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3) or (n, 4))."""
@@ -188,10 +259,33 @@ class CpuBackend:
 def export_onnx(model) -> bytes:
     """ONNX (opset 17) of `model`'s BN-folded eval forward with symbolic batch, height and
     width: input "planes" (b, C, h, w) float32; outputs "policy" (b, h, w), "value" (b, 3)
-    ((b, 4) with the moves-left head)."""
+    ((b, 4) with the moves-left head). The last export is kept, keyed by the net's config
+    and a digest of its state (the ONNX engines of one ``--forward auto`` share it)."""
     from nets.fused import FusedNet
 
-    net = FusedNet.from_model(getattr(model, "_orig_mod", model))
+    model = getattr(model, "_orig_mod", model)
+    key = _state_digest(model)
+    if _LAST_EXPORT[0] == key:
+        return _LAST_EXPORT[1]
+    data = _export_onnx(FusedNet.from_model(model))
+    _LAST_EXPORT[:] = [key, data]
+    return data
+
+
+_LAST_EXPORT: list = [None, b""]
+
+
+def _state_digest(model) -> str:
+    import hashlib
+
+    h = hashlib.sha256(repr(model.config).encode())
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _export_onnx(net) -> bytes:
     x = torch.zeros(2, net.config.in_planes, 9, 10)
     buf = io.BytesIO()
     with warnings.catch_warnings():

@@ -227,14 +227,16 @@ def export_shapes(config: NetConfig) -> dict[str, tuple[int, ...]]:
 #: "auto": on the CPU the fastest engine that passes its self-check, measured at start-up
 #: (:func:`nets.precision.choose_forward`; fp32, bf16 and int8 engines where the CPU has the
 #: instructions), on CUDA BN-folded (``fused``) graphs.
-FORWARDS = ("auto", "eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16")
-CPU_ONLY_FORWARDS = ("numpy", "ort", "ort_int8", "bf16")
+FORWARDS = ("auto", "eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16", "ov", "ov_bf16")
+CPU_ONLY_FORWARDS = ("numpy", "ort", "ort_int8", "bf16", "ov", "ov_bf16")
 
 #: Forward paths of a network player (:func:`nets.netplayer.load_evaluator`): "auto" is the
-#: torch-free numpy forward for a ``.npz`` export, and ONNX Runtime for a ``.pt`` checkpoint
-#: (plain torch, ``eager``, where ``onnxruntime`` is not installed). At 0.2 s per move ONNX
-#: Runtime runs ~2x the playouts of eager torch on the 2-core CPU (docs/PERFORMANCE.md).
-PLAY_FORWARDS = ("auto", "eager", "fused", "numpy", "ort", "ort_int8", "bf16")
+#: torch-free numpy forward for a ``.npz`` export, and for a ``.pt`` checkpoint OpenVINO bf16
+#: on CPUs with bf16 units, else ONNX Runtime (plain torch, ``eager``, where neither is
+#: installed; :func:`nets.netplayer.auto_play_forward`). At 0.2 s per move ONNX Runtime runs
+#: ~2x the playouts of eager torch on the 2-core CPU, OpenVINO bf16 1.7x ONNX Runtime on the
+#: AMX machine (docs/PERFORMANCE.md).
+PLAY_FORWARDS = ("auto", "eager", "fused", "numpy", "ort", "ort_int8", "bf16", "ov", "ov_bf16")
 
 
 PRESETS: dict[str, NetConfig] = {

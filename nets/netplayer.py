@@ -34,9 +34,10 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     the newest, or a ``.npz`` numpy export) computed by `forward`, one of
     :data:`nets.config.PLAY_FORWARDS`.
 
-    "auto": a ``.npz`` runs the numpy forward (no torch import), a ``.pt`` ONNX Runtime, or
-    eager torch where ``onnxruntime``/``onnx`` are missing. `threads`: torch threads and
-    ONNX Runtime intra-op threads (0: the libraries' defaults). ValueError for an unknown
+    "auto": a ``.npz`` runs the numpy forward (no torch import), a ``.pt``
+    :func:`auto_play_forward`. `threads`: torch threads and the ONNX Runtime or OpenVINO
+    engine's threads (0: the libraries' defaults; torch gets one thread when such an engine
+    computes the net). ValueError for an unknown
     forward, a ``.npz`` asked for a torch or ONNX forward, or a directory without checkpoints.
     """
     if forward not in PLAY_FORWARDS:
@@ -62,7 +63,7 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
         torch.set_num_threads(threads)
     model, _, _ = load_checkpoint(path)
     if forward == "auto":
-        forward = "ort" if _have_ort() else "eager"
+        forward = auto_play_forward()
     if forward == "eager":
         from nets.evaluator import TorchEvaluator
 
@@ -70,13 +71,28 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     from nets.backends import CpuBackend
     from nets.evaluator import BackendEvaluator
 
-    return BackendEvaluator(CpuBackend(model, forward, threads=max(threads, 0)))
+    backend = CpuBackend(model, forward, threads=max(threads, 0))
+    if forward in CpuBackend.OWN_THREADS:
+        torch.set_num_threads(1)  # torch's idle OpenMP threads would spin against the engine's
+    return BackendEvaluator(backend)
 
 
-def _have_ort() -> bool:
+def auto_play_forward() -> str:
+    """The forward ``auto`` gives a ``.pt`` net player: OpenVINO bf16 (``ov_bf16``) on CPUs
+    with bf16 units where ``openvino`` is installed (on the AMX machine 1.68x the playouts of
+    ONNX Runtime at 0.2 s per move, docs/PERFORMANCE.md), else ONNX Runtime fp32 (``ort``),
+    else eager torch. No timing: a player starts at once."""
+    from nets.precision import cpu_info
+
+    if cpu_info().has("bf16") and _have("openvino", "onnx"):
+        return "ov_bf16"
+    return "ort" if _have("onnxruntime", "onnx") else "eager"
+
+
+def _have(*modules: str) -> bool:
     import importlib.util
 
-    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 class NetPlayer:

@@ -6,10 +6,11 @@ bf16 convolutions and matmuls on them; elsewhere bf16 is emulated and slower tha
 so it is refused), ``int8`` (VNNI — AVX512-VNNI, AVX-VNNI — or AMX-INT8). Engines (kinds
 of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
 
-:func:`choose_forward` times every candidate engine the CPU supports on the run's board
-sizes at the server's batch and at a quarter of it (a server's forwards range between
-them) within a bounded time, drops any that fails its self-check against
-the eager fp32 forward, and picks the fastest. The choice is cached per machine, net
+:func:`choose_forward` starts every candidate engine the CPU supports, drops any that
+fails its self-check against the eager fp32 forward, probes each with one call, and times
+those within 1.5x of the best probe on the run's largest and smallest board sizes at the
+server's batch and at a quarter of it (a server's forwards range between them), alternating
+engines, within a bounded time; it picks the fastest. The choice is cached per machine, net
 architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
 ``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
 holds only the choice and its table, never weights (and the loop's measured role costs,
@@ -40,7 +41,7 @@ PRECISIONS = ("fp32", "bf16", "int8")
 
 #: The precision each CPU engine computes in.
 PRECISION_OF = {"eager": "fp32", "fused": "fp32", "compiled": "fp32", "numpy": "fp32", "ort": "fp32",
-                "bf16": "bf16", "ort_int8": "int8"}
+                "bf16": "bf16", "ort_int8": "int8", "ov": "fp32", "ov_bf16": "bf16"}
 
 #: CPU flags (as /proc/cpuinfo spells them) that make a precision native.
 _NATIVE = {"fp32": (), "bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -194,7 +195,7 @@ class ForwardChoice:
 
 
 #: The engines ``auto`` considers, in order of preference on a tie.
-AUTO_CANDIDATES = ("ort", "fused", "bf16", "ort_int8")
+AUTO_CANDIDATES = ("ort", "fused", "bf16", "ov", "ov_bf16", "ort_int8")
 
 
 def _cache_path() -> Path:
@@ -208,7 +209,7 @@ def _cache_key(config, threads: int, sizes, batch: int, candidates) -> str:
     info = cpu_info()
     text = json.dumps([info.model, sorted(info.flags), config.to_dict() if hasattr(config, "to_dict")
                        else dataclasses.asdict(config), threads, [list(s) for s in sizes], batch,
-                       list(candidates), torch.__version__, "timed at batch and batch/4"],
+                       list(candidates), torch.__version__, "probed, then timed at batch and batch/4"],
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -246,9 +247,9 @@ def _write_cache(key: str, choice: ForwardChoice) -> None:
 def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,
                    budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
     """The fastest CPU engine for `model` on `sizes` at up to `batch` positions per forward
-    (timed at `batch` and at a quarter of it),
-    among `candidates` this CPU supports that pass their self-check (see the module
-    docstring); at most about `budget_s` seconds of timing (engine start-up included)."""
+    (timed at `batch` and at a quarter of it), among `candidates` this CPU supports that pass
+    their self-check (see the module docstring); about `budget_s` seconds in all (engine
+    start-up included; each finalist times every input at least once)."""
     import torch
 
     from nets.backends import BackendUnavailable, CpuBackend, tolerance_of
@@ -276,43 +277,64 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     inputs = [random_planes(b, config.in_planes, h, w, seed=1).astype(np.float32)
               for h, w in timed for b in sorted({n, max(1, n // 4)})]
 
-    def reference(x):
-        with torch.inference_mode():
-            x = np.asarray(x, np.float32)
-            pol, val = model(torch.from_numpy(x))
-            return pol, torch_wdl_outputs(val, x.shape[2] * x.shape[3])
+    references: dict = {}
 
-    per_engine = budget_s / max(1, len(candidates))
+    def reference(x):  # every engine checks on the same batches: compute each once
+        key = (x.shape, hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest())
+        if key not in references:
+            with torch.inference_mode():
+                x = np.asarray(x, np.float32)
+                pol, val = model(torch.from_numpy(x))
+                references[key] = (pol, torch_wdl_outputs(val, x.shape[2] * x.shape[3]))
+        return references[key]
+
+    # 1. start and self-check every candidate, and probe it with one call of the quarter
+    #    batch on the largest size (after one untimed call); 2. time the ones within 1.5x of
+    #    the best probe on every input (after one untimed call each), alternating engines,
+    #    until the budget is spent (each input at least once)
+    deadline = t_start + budget_s
+    engines, probe = {}, inputs[0]  # the largest size at the smaller batch
     for kind in candidates:
         precision = PRECISION_OF[kind]
         if not info.has(precision):
             table[kind] = f"no {precision} instructions"
             continue
-        t0 = time.perf_counter()
         try:
             be = CpuBackend(model, kind, threads=threads)
             for h, w in timed:
                 self_check(f"{kind} forward", lambda x: _wdl(be(np.asarray(x, np.float32)), x.shape[2] * x.shape[3]),
-                       reference, h, w,
-                           min(n, 32), config.in_planes, tolerance_of(kind))
+                           reference, h, w, min(n, 32), config.in_planes, tolerance_of(kind))
         except (BackendUnavailable, SelfCheckError, PrecisionUnavailable, RuntimeError) as e:
             table[kind] = f"refused: {str(e)[:160]}"
             continue
-        # time: alternate the sizes until this engine's share of the budget is spent
-        done, positions, spent = 0, 0, 0.0
-        while spent < max(0.05, per_engine - (time.perf_counter() - t0)) or done < 2 * len(inputs):
-            x = inputs[done % len(inputs)]
-            t1 = time.perf_counter()
-            be(x)
-            spent += time.perf_counter() - t1
-            done += 1
-            positions += len(x)
-            if done >= 2 * len(inputs) and time.perf_counter() - t0 > per_engine:
-                break
-        table[kind] = round(positions / spent, 1)
-    speeds = {k: v for k, v in table.items() if isinstance(v, float)}
-    if not speeds:
+        be(probe)  # warm-up: engines with dynamic shapes prepare each new shape on its first call
+        t1 = time.perf_counter()
+        be(probe)
+        engines[kind] = be
+        table[kind] = round(len(probe) / (time.perf_counter() - t1), 1)
+    if not engines:
         raise RuntimeError(f"no CPU forward engine passed its self-check: {table}")
+    probed = {k: table[k] for k in engines}
+    finalists = [k for k in engines if probed[k] * 1.5 >= max(probed.values())]
+    for kind in set(probed) - set(finalists):
+        table[kind] = f"probe {probed[kind]} evals/s: below 1/1.5 of the best"
+    if len(finalists) > 1:
+        counts = {k: [0, 0.0] for k in finalists}  # positions, seconds
+        for x in inputs:
+            for kind in finalists:
+                engines[kind](x)  # warm-up of every shape
+        done = 0
+        while done < len(inputs) or time.perf_counter() < deadline:
+            x = inputs[done % len(inputs)]
+            for kind in finalists:
+                t1 = time.perf_counter()
+                engines[kind](x)
+                counts[kind][0] += len(x)
+                counts[kind][1] += time.perf_counter() - t1
+            done += 1
+        for kind in finalists:
+            table[kind] = round(counts[kind][0] / counts[kind][1], 1)
+    speeds = {k: table[k] for k in finalists}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
     choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False)
     if use_cache:

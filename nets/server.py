@@ -224,6 +224,8 @@ class InferenceServer:
                 from nets.backends import BACKENDS
 
                 self.backend = CpuBackend(model, kind, threads=server_threads(self.cfg))
+                if kind in CpuBackend.OWN_THREADS:
+                    torch.set_num_threads(1)
                 self.hdr[q.G_FORWARD] = BACKENDS.index(kind) + 1
                 self._flops = {}
             self.model = model
@@ -339,6 +341,8 @@ class InferenceServer:
             torch.set_num_threads(threads)
         model, _, _ = load_model(cfg, torch.device("cpu"))
         backend = CpuBackend(model, resolve_forward(cfg), threads=threads)
+        if backend.kind in CpuBackend.OWN_THREADS:
+            torch.set_num_threads(1)
         return lambda x_u8: cpu_forward(backend, x_u8, cfg.max_forward_batch)
 
     # ------------------------------------------------------------------ serving

@@ -45,6 +45,8 @@ def within(out, ref, tol):
 def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
     if kind.startswith("ort"):
         pytest.importorskip("onnxruntime")
+    if kind.startswith("ov"):
+        pytest.importorskip("openvino")
     skip_without_instructions(kind)
     model = perturbed_model("cpu_small", 1)
     be = CpuBackend(model, kind, threads=1, calibration=calibration_planes(SIZES, 16, seed=1))
@@ -56,10 +58,27 @@ def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
             within((pol, val), eager_out(model, x), tolerance_of(kind))
 
 
-@pytest.mark.parametrize("kind", ["fused", "numpy", "ort"])
+@pytest.mark.parametrize("kind", ["ov", "ov_bf16"])
+def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_in_order(kind):
+    """Batches of 2 * 16 positions or more run as two halves on two streams; the halves come
+    back in order (every row is a different position, so a swap would fail)."""
+    pytest.importorskip("openvino")
+    skip_without_instructions(kind)
+    model = perturbed_model("cpu_small", 2)
+    be = CpuBackend(model, kind, threads=2)
+    for n in (1, 31, 32, 77):
+        x = random_planes(n, c4fast.NUM_PLANES, 10, 11, seed=n).astype(np.float32)
+        pol, val = be(x)
+        assert pol.shape == (n, 110) and val.shape == (n, 3)
+        within((pol, val), eager_out(model, x), tolerance_of(kind))
+
+
+@pytest.mark.parametrize("kind", ["fused", "numpy", "ort", "ov"])
 def test_a_reload_serves_the_new_weights_and_refuses_another_architecture(kind):
     if kind == "ort":
         pytest.importorskip("onnxruntime")
+    if kind == "ov":
+        pytest.importorskip("openvino")
     a, b = perturbed_model("tiny", 3), perturbed_model("tiny", 4)
     be = CpuBackend(a, kind, threads=1)
     x = random_planes(5, c4fast.NUM_PLANES, 9, 10, seed=2).astype(np.float32)

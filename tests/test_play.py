@@ -162,22 +162,24 @@ def _positions_of_random_games(h, w, n, seed):
     return np.stack(out).astype(np.float32)
 
 
-@pytest.mark.parametrize("forward", ["auto", "eager", "fused", "ort", "ort_int8", "bf16"])
+@pytest.mark.parametrize("forward", ["auto", "eager", "fused", "ort", "ort_int8", "bf16", "ov", "ov_bf16"])
 def test_every_play_forward_computes_the_checkpoints_net(forward):
     """The shipped net through load_evaluator's forwards against its eager torch forward:
     policy logits (B, H, W), WDL probabilities, within the backend's tolerance."""
     from nets.backends import tolerance_of
     from nets.checkpoint import load_checkpoint
-    from nets.netplayer import load_evaluator
+    from nets.netplayer import auto_play_forward, load_evaluator
     from nets.selfcheck import compare
 
     if forward in ("auto", "ort", "ort_int8"):
         pytest.importorskip("onnxruntime")
+    if forward.startswith("ov"):
+        pytest.importorskip("openvino")
     skip_without_instructions(forward)
     pt = ROOT / "models" / "c4fast_cpu.pt"
     model, _, _ = load_checkpoint(pt, map_location="cpu")
     ev = load_evaluator(str(pt), threads=1, forward=forward)
-    assert getattr(ev, "kind", "eager") == ("ort" if forward == "auto" else forward)
+    assert getattr(ev, "kind", "eager") == (auto_play_forward() if forward == "auto" else forward)
     for h, w in ((6, 7), (9, 12), (12, 12)):
         x = _positions_of_random_games(h, w, 12, seed=h * w)
         logits, wdl = ev.evaluate(x, None)
@@ -186,7 +188,7 @@ def test_every_play_forward_computes_the_checkpoints_net(forward):
         with torch.no_grad():
             pol, val = model.eval()(torch.from_numpy(x))
         err = compare(logits.reshape(12, -1), wdl, pol.flatten(1).numpy(), torch.softmax(val, 1).numpy())
-        tol = tolerance_of(forward if forward != "auto" else "ort")
+        tol = tolerance_of(forward if forward != "auto" else auto_play_forward())
         assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
     assert ev.evals == 36
 
@@ -227,9 +229,9 @@ def test_play_forward_choices_are_checked(tiny_model):
     assert bad.returncode == 2 and "--forward" in bad.stderr
 
 
-def test_without_onnxruntime_auto_falls_back_to_eager_torch(tiny_model):
+def test_without_onnxruntime_and_openvino_auto_falls_back_to_eager_torch(tiny_model):
     pt, _ = tiny_model
-    code = ("import sys; sys.modules['onnxruntime'] = None\n"
+    code = ("import sys; sys.modules['onnxruntime'] = None; sys.modules['openvino'] = None\n"
             "from nets.netplayer import load_evaluator\n"
             f"print(type(load_evaluator({str(pt)!r})).__name__)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -98,6 +98,8 @@ def test_auto_picks_the_fastest_engine_that_passes_and_caches_it(small_net, tmp_
     for kind, v in choice.table.items():
         if precision.PRECISION_OF[kind] not in HERE.precisions:
             assert v == f"no {precision.PRECISION_OF[kind]} instructions"
+        else:  # timed, or probed and left out as too slow (or refused: no runtime here)
+            assert isinstance(v, float) or v.startswith(("probe ", "refused: ")), v
     again = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=1.0)
     assert again.cached and again.kind == choice.kind and again.table == choice.table
     other = choose_forward(small_net, [(9, 9), (12, 12)], batch=64, threads=1, budget_s=1.0)
@@ -127,3 +129,15 @@ def test_the_trainer_trains_in_bf16_by_default_only_where_the_cpu_has_bf16_units
                         lambda path="/proc/cpuinfo": CpuInfo("AMX CPU", frozenset({"avx512_bf16", "amx_bf16"})))
     assert auto.resolved_precision() == "bf16"
     assert TrainConfig(preset="tiny", device="cpu", precision="fp32").resolved_precision() == "fp32"
+
+
+def test_a_net_player_computes_in_openvino_bf16_only_where_the_cpu_has_bf16_units(monkeypatch):
+    """auto_play_forward: ov_bf16 with bf16 units (and OpenVINO installed), else ONNX Runtime."""
+    from nets.netplayer import auto_play_forward
+
+    monkeypatch.setattr(precision, "cpu_info", lambda path="/proc/cpuinfo": CpuInfo("Old CPU", frozenset({"avx2"})))
+    assert auto_play_forward() == "ort"
+    monkeypatch.setattr(precision, "cpu_info",
+                        lambda path="/proc/cpuinfo": CpuInfo("AMX CPU", frozenset({"avx512_bf16", "amx_bf16"})))
+    pytest.importorskip("openvino")
+    assert auto_play_forward() == "ov_bf16"
