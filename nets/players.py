@@ -58,7 +58,7 @@ def make_player(spec: str, seed: int | None = 0, threads: int = 1,
     forward (torch or ONNX Runtime); `search` its search settings (default ``SearchConfig()``),
     `endgame` its exact endgame solving (default ``EndgameConfig()``), each overridden by the spec's
     ``:KEY=VALUE`` options; `forward` what computes its net (:data:`nets.config.PLAY_FORWARDS`;
-    "auto": ONNX Runtime for a ``.pt``, numpy for a ``.npz``); `evaluator` replaces loading
+    "auto": :func:`nets.netplayer.auto_play_forward` for a ``.pt``, numpy for a ``.npz``); `evaluator` replaces loading
     the weights (share one net between players); `limits` bounds the spec's budgets.
     """
     ctx = SpecContext(seed=seed, threads=threads, search=search, endgame=endgame, forward=forward,

@@ -14,8 +14,8 @@ its 95 % confidence interval, and the games' final board fill (mean and histogra
 
 Player specs are listed below (``c4fast players``; c4fast.players.registry). PATH of a
 ``net:`` player is a .pt checkpoint, a directory of checkpoints (the newest is used) or a
-.npz numpy export. ``--forward`` picks what computes the nets (default: ONNX Runtime for
-.pt, numpy for .npz; ``eager``: torch).
+.npz numpy export. ``--forward`` picks what computes the nets (default: OpenVINO bf16
+for .pt on CPUs with bf16 units, else ONNX Runtime; numpy for .npz; ``eager``: torch).
 """
 
 from __future__ import annotations
@@ -212,8 +212,8 @@ def main(argv=None) -> int:
                     help=f"random legal moves before each pair (default: {STANDARD_OPENING_PLIES} on standard "
                          "boards, 0 with a forbidden cell)")
     ap.add_argument("--forward", choices=PLAY_FORWARDS, default="auto",
-                    help="what computes the nets of net: players (default auto: ONNX Runtime for .pt, "
-                         "numpy for .npz; eager: plain torch)")
+                    help="what computes the nets of net: players (default auto: for .pt OpenVINO bf16 on "
+                         "CPUs with bf16 units, else ONNX Runtime; numpy for .npz; eager: plain torch)")
     ap.add_argument("--out", default=None, help="append game records to this JSON-lines file")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)

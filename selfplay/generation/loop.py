@@ -133,9 +133,12 @@ PRESETS = {
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
     # H100 a step of 64 per size costs no more than one of 16 (217 vs 247 ms, 4,721 vs 1,036
     # samples/s, `nets.train --bench --device cuda`), and in a 20-minute loop it trained
-    # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md)
+    # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md); the value
+    # mix 0.5 and the cooler move sampling of the cpu preset (measured there; issue 33 item 5:
+    # kept until a GPU run measures otherwise)
     "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
                    train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
+                   value_mix=0.5, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md)

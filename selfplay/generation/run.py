@@ -296,15 +296,17 @@ class _Servers:
 
 def _arithmetic(cfg: RunConfig, forward: str | None, net_gflops: float) -> dict:
     """The engine a CPU run served, its precision, the machine's matmul peaks at the
-    server's threads (nets.precision.roofline, cached per machine) and the run's net
-    GFLOP/s as a fraction of the served precision's peak (``of_peak``) and of the highest
-    (``of_best_peak``)."""
+    server's threads (nets.precision.roofline, measured now, at the run's end: a virtual
+    machine's arithmetic can change within a session — the AMX machine's 2-thread bf16 peak
+    measured 2,040 GFLOP/s and 783 an hour later — so a cached peak would misstate the
+    fractions) and the run's net GFLOP/s as a fraction of the served precision's peak
+    (``of_peak``) and of the highest (``of_best_peak``)."""
     if cfg.gpus > 0 or forward is None:
         return {"forward": forward or ("cuda" if cfg.gpus > 0 else None)}
     from nets.precision import PRECISION_OF, roofline
 
     threads = cfg.threads or os.cpu_count() or 1
-    roof = roofline(threads, seconds=0.5, use_cache=True)
+    roof = roofline(threads, seconds=0.5)
     prec = PRECISION_OF[forward]
     peak = roof["peak_gflops"].get(prec)
     return {"forward": forward, "precision": prec, "peak_gflops": roof["peak_gflops"], "peak_threads": threads,
