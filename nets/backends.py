@@ -250,6 +250,13 @@ class CpuBackend:
 
         return fn
 
+    def settle_torch_threads(self) -> None:
+        """Call in a process that serves this engine: torch goes to one thread where the
+        engine computes on a pool of its own (:data:`OWN_THREADS`); not in the constructor,
+        since ``--forward auto`` builds such engines beside torch ones it still times."""
+        if self.kind in self.OWN_THREADS:
+            torch.set_num_threads(1)
+
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3) or (n, 4))."""

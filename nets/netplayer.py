@@ -72,8 +72,7 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     from nets.evaluator import BackendEvaluator
 
     backend = CpuBackend(model, forward, threads=max(threads, 0))
-    if forward in CpuBackend.OWN_THREADS:
-        torch.set_num_threads(1)  # torch's idle OpenMP threads would spin against the engine's
+    backend.settle_torch_threads()
     return BackendEvaluator(backend)
 
 

@@ -224,8 +224,7 @@ class InferenceServer:
                 from nets.backends import BACKENDS
 
                 self.backend = CpuBackend(model, kind, threads=server_threads(self.cfg))
-                if kind in CpuBackend.OWN_THREADS:
-                    torch.set_num_threads(1)
+                self.backend.settle_torch_threads()
                 self.hdr[q.G_FORWARD] = BACKENDS.index(kind) + 1
                 self._flops = {}
             self.model = model
@@ -341,8 +340,7 @@ class InferenceServer:
             torch.set_num_threads(threads)
         model, _, _ = load_model(cfg, torch.device("cpu"))
         backend = CpuBackend(model, resolve_forward(cfg), threads=threads)
-        if backend.kind in CpuBackend.OWN_THREADS:
-            torch.set_num_threads(1)
+        backend.settle_torch_threads()
         return lambda x_u8: cpu_forward(backend, x_u8, cfg.max_forward_batch)
 
     # ------------------------------------------------------------------ serving
