@@ -31,8 +31,10 @@ The fp32 kinds agree with ``eager`` to float32 rounding (:data:`nets.selfcheck.T
 backends``). A kind the CPU lacks the instructions for is refused
 (:class:`nets.precision.PrecisionUnavailable`): emulated it would be slower than fp32.
 Threads: torch kinds use the process's ``torch.set_num_threads``; ONNX Runtime sessions
-get ``threads`` intra-op threads, OpenVINO models ``threads`` inference threads (unpinned:
-the self-play workers and the trainer share the cores).
+get ``threads`` intra-op threads; an OpenVINO model with ``threads`` = n > 1 runs n
+one-thread streams, each a share of a batch of at least 2 x 16 positions (smaller batches
+run on one thread). All unpinned: the self-play workers and the trainer share the cores.
+An engine serves one caller at a time.
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ class CpuBackend:
         self.calibration = calibration
         self.config = getattr(model, "_orig_mod", model).config
         self._fn = None
+        self._torch_threads: int | None = None  # torch's count before settle_torch_threads
         self.load(model)
 
     # ------------------------------------------------------------------ loading
@@ -216,8 +219,9 @@ class CpuBackend:
     def _ov_fn(self, model):
         try:
             import openvino as ov
-        except ImportError:
-            raise BackendUnavailable(f"backend {self.kind!r} needs OpenVINO: pip install openvino") from None
+        except ImportError as e:  # absent, or installed but broken (the reason says which)
+            raise BackendUnavailable(f"backend {self.kind!r} needs OpenVINO: pip install openvino "
+                                     f"({type(e).__name__}: {e})") from None
         onnx_bytes = export_onnx(model)
         core = ov.Core()
         # the CPU plugin's default precision is bf16 on CPUs with bf16 units: say it always.
@@ -233,17 +237,21 @@ class CpuBackend:
         requests = [compiled.create_infer_request() for _ in range(streams)]
         policy, value = compiled.output("policy"), compiled.output("value")
 
-        def fn(x: np.ndarray):
+        def fn(x: np.ndarray):  # one caller at a time: the requests are shared
             x = np.ascontiguousarray(x, np.float32)
             k = max(1, min(streams, len(x) // _OV_MIN_SPLIT))
             if k == 1:
                 out = requests[0].infer({0: x})  # copies the outputs
                 pol, val = out[policy], out[value]
             else:
-                for r, part in zip(requests, np.array_split(x, k)):
-                    r.start_async({0: part})
-                for r in requests[:k]:
-                    r.wait()
+                started = []
+                try:
+                    for r, part in zip(requests, np.array_split(x, k)):
+                        r.start_async({0: part})
+                        started.append(r)
+                finally:  # never leave a request running into the next call
+                    for r in started:
+                        r.wait()
                 pol = np.concatenate([r.get_tensor(policy).data for r in requests[:k]])
                 val = np.concatenate([r.get_tensor(value).data for r in requests[:k]])
             return pol.reshape(len(pol), -1), val
@@ -253,9 +261,17 @@ class CpuBackend:
     def settle_torch_threads(self) -> None:
         """Call in a process that serves this engine: torch goes to one thread where the
         engine computes on a pool of its own (:data:`OWN_THREADS`); not in the constructor,
-        since ``--forward auto`` builds such engines beside torch ones it still times."""
-        if self.kind in self.OWN_THREADS:
+        since ``--forward auto`` builds such engines beside torch ones it still times.
+        :meth:`restore_torch_threads` undoes it (a server replacing this engine by a torch one)."""
+        if self.kind in self.OWN_THREADS and self._torch_threads is None:
+            self._torch_threads = torch.get_num_threads()
             torch.set_num_threads(1)
+
+    def restore_torch_threads(self) -> None:
+        """torch's thread count as it was before :meth:`settle_torch_threads` (no-op otherwise)."""
+        if self._torch_threads is not None:
+            torch.set_num_threads(self._torch_threads)
+            self._torch_threads = None
 
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,15 +287,17 @@ def export_onnx(model) -> bytes:
     from nets.fused import FusedNet
 
     model = getattr(model, "_orig_mod", model)
+    global _LAST_EXPORT
     key = _state_digest(model)
-    if _LAST_EXPORT[0] == key:
-        return _LAST_EXPORT[1]
+    last_key, last_data = _LAST_EXPORT  # one immutable pair: a concurrent export cannot mix two nets
+    if last_key == key:
+        return last_data
     data = _export_onnx(FusedNet.from_model(model))
-    _LAST_EXPORT[:] = [key, data]
+    _LAST_EXPORT = (key, data)
     return data
 
 
-_LAST_EXPORT: list = [None, b""]
+_LAST_EXPORT: tuple = (None, b"")
 
 
 def _state_digest(model) -> str:

@@ -16,6 +16,7 @@ a solve that does not finish hands the rest of the budget to the search.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -28,6 +29,8 @@ from c4fast.mcgs import GraphSearch
 from c4fast.players.endgame import EndgameSolver, empty_cells
 from nets.config import PLAY_FORWARDS
 
+log = logging.getLogger(__name__)
+
 
 def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     """An evaluator for the weights at `path` (a ``.pt`` checkpoint, a directory of them:
@@ -35,7 +38,8 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     :data:`nets.config.PLAY_FORWARDS`.
 
     "auto": a ``.npz`` runs the numpy forward (no torch import), a ``.pt``
-    :func:`auto_play_forward`. `threads`: torch threads and the ONNX Runtime or OpenVINO
+    :func:`auto_play_forward`, or where that engine does not start (its runtime fails to
+    load or compile) ONNX Runtime, else eager torch, with a warning. `threads`: torch threads and the ONNX Runtime or OpenVINO
     engine's threads (0: the libraries' defaults; torch gets one thread when such an engine
     computes the net). ValueError for an unknown
     forward, a ``.npz`` asked for a torch or ONNX forward, or a directory without checkpoints.
@@ -62,18 +66,25 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     if threads > 0:
         torch.set_num_threads(threads)
     model, _, _ = load_checkpoint(path)
-    if forward == "auto":
-        forward = auto_play_forward()
-    if forward == "eager":
-        from nets.evaluator import TorchEvaluator
+    from nets.backends import BackendUnavailable, CpuBackend
+    from nets.evaluator import BackendEvaluator, TorchEvaluator
 
-        return TorchEvaluator(model)
-    from nets.backends import CpuBackend
-    from nets.evaluator import BackendEvaluator
-
-    backend = CpuBackend(model, forward, threads=max(threads, 0))
-    backend.settle_torch_threads()
-    return BackendEvaluator(backend)
+    # auto: the preferred engine, else the next that starts here (a runtime that is installed
+    # but fails to load or compile must not stop a player): ov_bf16 -> ort -> eager
+    chain = list(dict.fromkeys([auto_play_forward(), "ort", "eager"])) if forward == "auto" else [forward]
+    for i, kind in enumerate(chain):
+        if kind == "eager":
+            return TorchEvaluator(model)
+        try:
+            backend = CpuBackend(model, kind, threads=max(threads, 0))
+        except (BackendUnavailable, RuntimeError) as e:
+            if i + 1 == len(chain):
+                raise
+            log.warning("forward auto: %s did not start (%s); trying %s", kind, e, chain[i + 1])
+            continue
+        backend.settle_torch_threads()
+        return BackendEvaluator(backend)
+    raise AssertionError("unreachable: the chain ends with eager or raises")
 
 
 def auto_play_forward() -> str:

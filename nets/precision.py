@@ -209,9 +209,24 @@ def _cache_key(config, threads: int, sizes, batch: int, candidates) -> str:
     info = cpu_info()
     text = json.dumps([info.model, sorted(info.flags), config.to_dict() if hasattr(config, "to_dict")
                        else dataclasses.asdict(config), threads, [list(s) for s in sizes], batch,
-                       list(candidates), torch.__version__, "probed, then timed at batch and batch/4"],
+                       list(candidates), torch.__version__, _runtime_versions(),
+                       "probed, then timed at batch and batch/4"],
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _runtime_versions() -> dict:
+    """The installed versions of the engines' runtimes (None: absent): a choice cached with
+    other runtimes (an upgrade, a removed openvino) is timed again, never reused."""
+    from importlib import metadata
+
+    out = {}
+    for dist in ("onnxruntime", "openvino", "onnx"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
 
 
 def _read_cache() -> dict:
@@ -304,12 +319,12 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
             for h, w in timed:
                 self_check(f"{kind} forward", lambda x: _wdl(be(np.asarray(x, np.float32)), x.shape[2] * x.shape[3]),
                            reference, h, w, min(n, 32), config.in_planes, tolerance_of(kind))
+            be(probe)  # warm-up: engines with dynamic shapes prepare each new shape on its first call
+            t1 = time.perf_counter()
+            be(probe)
         except (BackendUnavailable, SelfCheckError, PrecisionUnavailable, RuntimeError) as e:
             table[kind] = f"refused: {str(e)[:160]}"
             continue
-        be(probe)  # warm-up: engines with dynamic shapes prepare each new shape on its first call
-        t1 = time.perf_counter()
-        be(probe)
         engines[kind] = be
         table[kind] = round(len(probe) / (time.perf_counter() - t1), 1)
     if not engines:
@@ -318,13 +333,13 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     finalists = [k for k in engines if probed[k] * 1.5 >= max(probed.values())]
     for kind in set(probed) - set(finalists):
         table[kind] = f"probe {probed[kind]} evals/s: below 1/1.5 of the best"
-    if len(finalists) > 1:
+    if finalists:  # a lone finalist too: its figure (the loop's core split reads it) spans every input
         counts = {k: [0, 0.0] for k in finalists}  # positions, seconds
         for x in inputs:
             for kind in finalists:
                 engines[kind](x)  # warm-up of every shape
         done = 0
-        while done < len(inputs) or time.perf_counter() < deadline:
+        while done < len(inputs) or (len(finalists) > 1 and time.perf_counter() < deadline):
             x = inputs[done % len(inputs)]
             for kind in finalists:
                 t1 = time.perf_counter()

@@ -5,8 +5,9 @@ groups pending requests by board size, concatenates each group (up to
 ``max_forward_batch`` positions), runs the network and writes policy logits and
 win/draw/loss probabilities back into the slots.
 
-* CPU path: one of the :mod:`nets.backends` engines (``forward``: BN-folded torch by
-  default; eager, compiled, numpy, ONNX Runtime fp32 or int8), the same protocol; every
+* CPU path: one of the :mod:`nets.backends` engines (``forward``: ``auto`` measures;
+  eager, fused, compiled, numpy, ONNX Runtime fp32 or int8, torch bf16, OpenVINO fp32 or
+  bf16), the same protocol; every
   engine but eager is self-checked against eager fp32 at start-up and on each reload.
 * CUDA path (:mod:`nets.cuda_runner`): the process pins itself to its GPU before any
   CUDA call (:func:`server_main`), captures at start-up one CUDA graph per (board size,
@@ -55,7 +56,7 @@ class ServerConfig:
     threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
     forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
     "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8",
-    "bf16" (:mod:`nets.backends`); or "auto": on CUDA fused graphs, on the CPU the fastest
+    "bf16", "ov", "ov_bf16" (:mod:`nets.backends`); or "auto": on CUDA fused graphs, on the CPU the fastest
     engine that passes its self-check on this machine, timed at start-up on `sizes` at the
     server's batch for at most ``auto_seconds`` (:func:`nets.precision.choose_forward`,
     cached per machine and net; the choice and its table are logged and the engine is in
@@ -264,15 +265,17 @@ class InferenceServer:
         fails it for these weights (a reload: int8 is calibrated per net) is replaced by the
         exact fp32 one, with a warning, instead of stopping the server."""
         from nets.backends import BACKENDS, CpuBackend
+        from nets.precision import PRECISION_OF
         from nets.selfcheck import SelfCheckError
 
         try:
             self._cpu_self_check()
         except SelfCheckError as e:
-            if self.cfg.forward != "auto" or kind in ("fused", "ort", "eager"):
+            if self.cfg.forward != "auto" or PRECISION_OF[kind] == "fp32":
                 raise
             log.warning("%s; forward auto falls back to the exact fp32 engine (fused)", e)
             self.kind = "fused"
+            self.backend.restore_torch_threads()  # the fused engine computes on torch's threads
             self.backend = CpuBackend(model, "fused", threads=server_threads(self.cfg))
             self.hdr[q.G_FORWARD] = BACKENDS.index("fused") + 1
             self._flops = {}
@@ -288,8 +291,11 @@ class InferenceServer:
             return pol.flatten(1), torch_wdl_outputs(val, x.shape[2] * x.shape[3])
 
         h, w = (self.cfg.sizes or ((12, 12),))[-1]
+        # 16 positions per thread and 16 more: an engine that splits a batch over its threads
+        # (OpenVINO streams, from 2 x 16 positions) is checked on the split path too
+        n = 16 * (1 + max(1, server_threads(self.cfg)))
         self_check(f"CPU {self._forward_kind()} forward", lambda x: self.forward(torch.from_numpy(x)), ref,
-                   h, w, 16, self.layout.num_planes, tolerance_of(self._forward_kind()))
+                   h, w, n, self.layout.num_planes, tolerance_of(self._forward_kind()))
 
     def maybe_reload(self) -> bool:
         """Load a newer checkpoint if `model` is a directory (or a file that changed)."""

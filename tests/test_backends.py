@@ -73,18 +73,20 @@ def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_i
         within((pol, val), eager_out(model, x), tolerance_of(kind))
 
 
-@pytest.mark.parametrize("kind", ["fused", "numpy", "ort", "ov"])
+@pytest.mark.parametrize("kind", ["fused", "numpy", "ort", "ov", "ov_bf16"])
 def test_a_reload_serves_the_new_weights_and_refuses_another_architecture(kind):
     if kind == "ort":
         pytest.importorskip("onnxruntime")
-    if kind == "ov":
+    if kind.startswith("ov"):
         pytest.importorskip("openvino")
+    skip_without_instructions(kind)
     a, b = perturbed_model("tiny", 3), perturbed_model("tiny", 4)
     be = CpuBackend(a, kind, threads=1)
     x = random_planes(5, c4fast.NUM_PLANES, 9, 10, seed=2).astype(np.float32)
-    within(be(x), eager_out(a, x), TOLERANCES["fp32"])
+    tol = tolerance_of(kind)
+    within(be(x), eager_out(a, x), tol)
     be.load(b)
-    within(be(x), eager_out(b, x), TOLERANCES["fp32"])
+    within(be(x), eager_out(b, x), tol)
     assert compare(be(x)[0], softmax_rows(be(x)[1]), *eager_out(a, x))["policy_rel"] > 0.01  # really b
     with pytest.raises(ValueError, match="cpu_small"):
         be.load(perturbed_model("cpu_small", 0))
@@ -124,6 +126,65 @@ def test_without_onnxruntime_the_ort_backend_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("OK") and "pip install onnxruntime onnx" in out.stdout, out.stderr
     assert issubclass(BackendUnavailable, RuntimeError)
+
+
+def test_without_openvino_the_ov_engines_say_what_to_install_and_auto_goes_on_without_them():
+    code = ("import sys; sys.modules['openvino'] = None\n"
+            "from nets.backends import CpuBackend, BackendUnavailable\n"
+            "from nets.netplayer import auto_play_forward\n"
+            "from nets.precision import choose_forward\n"
+            "from selfplay.bench.gpucheck import perturbed_model\n"
+            "m = perturbed_model('tiny', 0)\n"
+            "try:\n    CpuBackend(m, 'ov')\n"
+            "except BackendUnavailable as e:\n    print('OK', e)\n"
+            "c = choose_forward(m, [(6, 7)], 16, 1, candidates=('ov', 'ov_bf16', 'fused'), budget_s=0.5,"
+            " use_cache=False)\n"
+            "print('CHOICE', c.kind, c.table['ov'])\n"
+            "print('PLAY', auto_play_forward())\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = out.stdout.splitlines()
+    assert lines and lines[0].startswith("OK") and "pip install openvino" in lines[0], out.stderr
+    assert lines[1].startswith("CHOICE fused refused:") and "OpenVINO" in lines[1], out.stdout + out.stderr
+    assert lines[2] in ("PLAY ort", "PLAY eager"), out.stdout  # never ov_bf16 without openvino
+
+
+def test_a_players_auto_goes_on_with_onnx_runtime_where_an_installed_openvino_is_broken(tmp_path):
+    """An openvino package that is found but fails to import (a broken native library):
+    the player's auto forward warns and serves ONNX Runtime instead of failing."""
+    pytest.importorskip("onnxruntime")
+    skip_without_instructions("ov_bf16")  # elsewhere auto never picks OpenVINO
+    broken = tmp_path / "site" / "openvino"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('libopenvino.so.2540: cannot open shared object file')\n")
+    code = ("import logging; logging.basicConfig(level=logging.WARNING)\n"
+            "from nets.netplayer import auto_play_forward, load_evaluator\n"
+            "print('AUTO', auto_play_forward())\n"
+            "ev = load_evaluator('models/c4fast_cpu.pt', threads=1)\n"
+            "print('SERVED', ev.backend.kind)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT)]))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert "AUTO ov_bf16" in out.stdout and "SERVED ort" in out.stdout, out.stdout + out.stderr
+    assert "ov_bf16 did not start" in out.stderr and "needs OpenVINO" in out.stderr
+
+
+def test_an_engine_with_its_own_threads_settles_torch_on_one_thread_and_gives_them_back():
+    pytest.importorskip("onnxruntime")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        fused = CpuBackend(perturbed_model("tiny", 0), "fused", threads=2)
+        fused.settle_torch_threads()  # computes on torch's threads: nothing changes
+        assert torch.get_num_threads() == 2
+        be = CpuBackend(perturbed_model("tiny", 0), "ort", threads=2)
+        be.settle_torch_threads()
+        be.settle_torch_threads()  # twice: still restores the count from before the first
+        assert torch.get_num_threads() == 1
+        be.restore_torch_threads()
+        assert torch.get_num_threads() == 2
+        be.restore_torch_threads()  # no-op now
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_server_forward_options_are_checked():
