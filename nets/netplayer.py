@@ -66,25 +66,33 @@ def load_evaluator(path: str, threads: int = 1, forward: str = "auto"):
     if threads > 0:
         torch.set_num_threads(threads)
     model, _, _ = load_checkpoint(path)
-    from nets.backends import BackendUnavailable, CpuBackend
+    from nets.backends import BackendUnavailable
+    from nets.evaluator import TorchEvaluator
+
+    if forward != "auto":
+        return _engine_evaluator(model, forward, threads)
+    # auto: the preferred engine, else ONNX Runtime, else eager torch (a runtime that is
+    # installed but fails to load or compile must not stop a player)
+    for kind in dict.fromkeys((auto_play_forward(), "ort")):
+        if kind == "eager":
+            break
+        try:
+            return _engine_evaluator(model, kind, threads)
+        except (BackendUnavailable, RuntimeError) as e:
+            log.warning("forward auto: %s did not start (%s); trying the next engine", kind, e)
+    return TorchEvaluator(model)
+
+
+def _engine_evaluator(model, kind: str, threads: int):
+    """An evaluator of `model` computed by the engine `kind` (``eager``: plain torch)."""
+    from nets.backends import CpuBackend
     from nets.evaluator import BackendEvaluator, TorchEvaluator
 
-    # auto: the preferred engine, else the next that starts here (a runtime that is installed
-    # but fails to load or compile must not stop a player): ov_bf16 -> ort -> eager
-    chain = list(dict.fromkeys([auto_play_forward(), "ort", "eager"])) if forward == "auto" else [forward]
-    for i, kind in enumerate(chain):
-        if kind == "eager":
-            return TorchEvaluator(model)
-        try:
-            backend = CpuBackend(model, kind, threads=max(threads, 0))
-        except (BackendUnavailable, RuntimeError) as e:
-            if i + 1 == len(chain):
-                raise
-            log.warning("forward auto: %s did not start (%s); trying %s", kind, e, chain[i + 1])
-            continue
-        backend.settle_torch_threads()
-        return BackendEvaluator(backend)
-    raise AssertionError("unreachable: the chain ends with eager or raises")
+    if kind == "eager":
+        return TorchEvaluator(model)
+    backend = CpuBackend(model, kind, threads=max(threads, 0))
+    backend.settle_torch_threads()
+    return BackendEvaluator(backend)
 
 
 def auto_play_forward() -> str:
