@@ -3,6 +3,7 @@ them, the FLOP accounting of the server and of selfplay.generation.run, and the 
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -278,16 +279,26 @@ def test_loop_cpu_split_attributes_cores_to_their_roles(tmp_path):
     assert split["train"] > 0.05 and split["search"] < split["train"] and split["inference"] == 0.0
 
 
-def test_keep_heap_mapped_stops_the_page_faults_of_the_cpu_forward():
-    code = ("import resource, sys\nimport numpy as np, torch\nfrom c4fast.runtime import keep_heap_mapped\n"
+def test_keep_heap_mapped_keeps_freed_blocks_mapped_for_the_next_allocation():
+    """glibc's contract that keep_heap_mapped sets, on the allocation pattern of a forward
+    (a set of 1-8 MiB activations, written, then all freed): by default glibc trims the freed
+    heap top back to the kernel and the next pass page-faults it in again; kept mapped, the
+    steady state has no faults. A forward's own fault count depends on the ISA's kernels and
+    their scratch buffers, so it is measured in the benchmark (docs/PERFORMANCE.md), not here."""
+    code = ("import ctypes, resource, sys\nfrom c4fast.runtime import keep_heap_mapped\n"
             "if sys.argv[1] == 'on':\n    assert keep_heap_mapped()\n"
-            "from nets.server import InferenceServer, ServerConfig\n"
-            "fwd = InferenceServer.direct_forward(ServerConfig(preset='cpu_small', threads=1, forward='fused'))\n"
-            "x = torch.from_numpy((np.random.default_rng(0).random((96, 9, 12, 12)) < 0.3).astype(np.uint8))\n"
-            "fwd(x); fwd(x)\n"
+            "libc = ctypes.CDLL('libc.so.6')\nlibc.malloc.restype = ctypes.c_void_p\n"
+            "libc.malloc.argtypes = [ctypes.c_size_t]\nlibc.free.argtypes = [ctypes.c_void_p]\n"
+            "sizes = [(1 + i) << 20 for i in range(8)]\n"
+            "def cycle():\n    blocks = [libc.malloc(n) for n in sizes]\n"
+            "    for p, n in zip(blocks, sizes):\n        ctypes.memset(p, 1, n)\n"
+            "    for p in blocks:\n        libc.free(p)\n"
+            "for _ in range(3):\n    cycle()\n"
             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-            "for _ in range(5):\n    fwd(x)\n"
+            "for _ in range(5):\n    cycle()\n"
             "print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)\n")
     faults = {m: float(subprocess.run([sys.executable, "-c", code, m], cwd=ROOT, capture_output=True, text=True,
-                                      check=True, timeout=300).stdout) for m in ("off", "on")}
-    assert faults["on"] < 0.2 * faults["off"], faults  # minor page faults per forward call
+                                      check=True, timeout=120).stdout) for m in ("off", "on")}
+    pages = sum((1 + i) << 20 for i in range(8)) // resource.getpagesize()  # 9,216 with 4 KiB pages
+    assert faults["off"] > 0.5 * pages, faults  # trimmed and faulted in again on every pass
+    assert faults["on"] < 0.01 * pages, faults  # minor page faults per pass
