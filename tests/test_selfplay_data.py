@@ -16,7 +16,7 @@ import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import RolloutEvaluator
 from c4fast.players import solver as sv
-from c4fast.players.bots import FORK_GREEDY_SHARE, play_fork  # noqa: F401
+from c4fast.players.bots import FORK_GREEDY_SHARE, AlphaBetaPlayer, play_fork  # noqa: F401
 from c4fast.players.endgame import score_result
 from nets.shards import ShardError, ShardWriter, list_shards, read_shard, rebuild_positions, validate_shard
 from selfplay.evaluation import fill
@@ -229,6 +229,73 @@ def test_play_fork_never_ends_the_game_and_reaches_its_target():
     play_fork(a, 30, np.random.default_rng(5))
     play_fork(b, 30, np.random.default_rng(5))
     assert a.moves == b.moves and len(a.moves) == 30
+
+
+def _ends(game, col) -> bool:
+    g2 = game.copy()
+    g2.play(col)
+    return g2.result is not None
+
+
+def _hands_over_a_win(game, col) -> bool:
+    """Brute force: after `col` the opponent has a column that wins at once."""
+    g2 = game.copy()
+    g2.play(col)
+    if g2.result is not None:
+        return False
+    for c in g2.legal_moves():
+        g3 = g2.copy()
+        g3.play(c)
+        if g3.result is not None and g3.result != 0:
+            return True
+    return False
+
+
+def test_alphabeta_fork_never_hands_over_an_immediate_win_where_it_can_avoid_it():
+    """Depth >= 2 proves a move that gives the opponent a win at once lost, so neither the
+    search's best nor the uniform share (among the moves not proven lost) plays one where
+    another move that keeps the game running avoids it; replayed by brute force on every
+    move of 12 forks."""
+    rng = np.random.default_rng(3)
+    for k in range(12):
+        g = c4fast.Game(*c4fast.board.RULES.draw(rng))
+        cells = cells_of(g)
+        searcher = AlphaBetaPlayer(time_budget_s=3600.0, max_depth=3, seed=k, tt_log2=14)
+        n = play_fork(g, int(0.8 * cells), np.random.default_rng(k), searcher)
+        assert g.result is None and g.ply == n
+        replay = c4fast.Game(g.height, g.width, g.forbidden)
+        for col in g.moves:
+            avoidable = any(not _ends(replay, c) and not _hands_over_a_win(replay, c) for c in replay.legal_moves())
+            assert not (avoidable and _hands_over_a_win(replay, col)), (g.moves, replay.ply)
+            replay.play(col)
+    a, b = c4fast.Game(9, 9, (0, 4)), c4fast.Game(9, 9, (0, 4))
+    for g in (a, b):  # deterministic: the same rng and searcher seed give the same fork
+        play_fork(g, 40, np.random.default_rng(5), AlphaBetaPlayer(3600.0, max_depth=3, seed=2, tt_log2=14))
+    assert a.moves == b.moves
+
+
+def test_alphabeta_forks_reach_fuller_boards_than_greedy_ones():
+    """The point of the alpha-beta fork player: asked for 80 % of the board, its forks stop
+    early (every column ending the game) less often than the greedy-and-uniform ones."""
+    reached = {"greedy": [], "alphabeta": []}
+    for k in range(16):
+        for who in reached:
+            g = c4fast.Game(9, 9, (4, 4))
+            searcher = AlphaBetaPlayer(3600.0, max_depth=4, seed=k, tt_log2=14) if who == "alphabeta" else None
+            reached[who].append(play_fork(g, 64, np.random.default_rng(100 + k), searcher) / 80)
+    assert np.mean(reached["alphabeta"]) > np.mean(reached["greedy"]), reached
+
+
+def test_engine_forks_with_the_alphabeta_player_record_from_the_fork(tmp_path):
+    policy = SelfPlayConfig(fork_probability=1.0, fork_max_fill=0.7, fork_player="alphabeta", fork_depth=3)
+    paths, stats = play(tmp_path, policy, ((9, 10, 11),), games=3)
+    assert sum(s.forks for s in stats) == sum(s.games for s in stats) == 3
+    for p in paths:
+        validate_shard(p)
+    with pytest.raises(ValueError, match="fork_player"):
+        SelfPlayConfig(fork_player="minimax")
+    with pytest.raises(ValueError, match="fork_depth"):
+        SelfPlayConfig(fork_depth=0)
 
 
 def test_forked_games_record_samples_from_the_fork_and_replay(tmp_path):

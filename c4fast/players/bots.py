@@ -502,21 +502,40 @@ def play_game(first: Player, second: Player, game: Game) -> Game:
 #: share of the moves of :func:`play_fork` that are the greedy player's (the rest uniform)
 FORK_GREEDY_SHARE = 0.5
 
+#: share of the moves of an alpha-beta fork that are the search's best (the rest uniform
+#: among the columns the search does not see losing)
+FORK_SEARCH_SHARE = 0.5
 
-def play_fork(game: Game, plies: int, rng: np.random.Generator) -> int:
+
+def play_fork(game: Game, plies: int, rng: np.random.Generator, searcher: "AlphaBetaPlayer | None" = None) -> int:
     """Advance running `game` in place by up to `plies` cheap randomized moves that never
-    end it (self-play's mid-game forks): each move is the greedy player's with probability
-    :data:`FORK_GREEDY_SHARE` (it blocks an immediate opponent win and avoids giving one),
-    else a uniformly random legal column; a column that would end the game (a win or the
-    last cell) is replaced by a uniform one of those that do not. Stops early when every
-    column ends the game. Returns the number of moves played; all randomness from `rng`."""
+    end it (self-play's mid-game forks). Without `searcher` each move is the greedy
+    player's with probability :data:`FORK_GREEDY_SHARE` (it blocks an immediate opponent
+    win and avoids giving one), else a uniformly random legal column. With `searcher` (a
+    depth-limited :class:`AlphaBetaPlayer`, reset here) each move is its best with
+    probability :data:`FORK_SEARCH_SHARE`, else uniform among the columns its search does
+    not prove lost (its best where every column loses): quieter, balanced positions
+    that reach a fuller board. Either way a column that would end the game (a win or the
+    last cell) is replaced by a uniform one of those that do not (with `searcher`, of those
+    that also hand the opponent no win at once, where there are any); it stops early when
+    every column ends the game. Returns the number of moves played; all randomness from
+    `rng` (and the searcher's seed)."""
     if game.result is not None:
         raise ValueError("play_fork needs a running game")
     nb_rng = make_rng(int(rng.integers(2**31)))
+    if searcher is not None:
+        searcher.reset(game)
     played = 0
     while played < plies:
         legal = game.legal_moves()
-        if rng.random() < FORK_GREEDY_SHARE:
+        if searcher is not None:
+            col = searcher.choose(game)
+            if rng.random() >= FORK_SEARCH_SHARE:
+                values = searcher.analysis().get("values") or {}  # none: a win at once, replaced below
+                safe = [c for c in legal if c in values and values[c] > -sv.WIN_BASE]
+                if safe:  # where every column is proven lost, the search's (slowest loss) stays
+                    col = int(safe[int(rng.integers(len(safe)))])
+        elif rng.random() < FORK_GREEDY_SHARE:
             col = int(greedy_column(game._state[0], nb_rng))
         else:
             col = int(legal[int(rng.integers(len(legal)))])
@@ -526,10 +545,19 @@ def play_fork(game: Game, plies: int, rng: np.random.Generator) -> int:
             quiet = [c for c in legal if c != col and _keeps_running(game, c)]
             if not quiet:
                 break
+            if searcher is not None:  # the search's player: not a column that hands over a win at once
+                quiet = [c for c in quiet if not _hands_over_a_win(game, c)] or quiet
             col = quiet[int(rng.integers(len(quiet)))]
         game.play(col)
         played += 1
     return played
+
+
+def _hands_over_a_win(game: Game, col: int) -> bool:
+    """After `col` the opponent has a column that wins at once."""
+    g2 = game.copy()
+    g2.play(col)
+    return g2.result is None and any(_wins_at_once(g2._state[0], c) for c in g2.legal_moves())
 
 
 def _keeps_running(game: Game, col: int) -> bool:

@@ -25,6 +25,8 @@ from c4fast.game import SAIBLO_SIZES, parse_sizes  # noqa: F401  (re-exported)
 from nets.config import CPU_ONLY_FORWARDS, FORWARDS
 
 MAX_CELLS = bb.MAX_SIZE * bb.MAX_SIZE  # cells of the largest board
+#: values of SelfPlayConfig.fork_player
+FORK_PLAYERS = ("greedy", "alphabeta")
 
 @dataclasses.dataclass(frozen=True)
 class SelfPlayConfig:
@@ -53,6 +55,12 @@ class SelfPlayConfig:
                                    (c4fast.players.bots.play_fork), samples from there
     fork_max_fill          0.5     the fork's stones / playable cells at most (the fork
                                    ply is uniform in 1 .. that many stones)
+    fork_player            greedy  who plays a fork: ``greedy`` (half greedy, half uniform
+                                   moves) or ``alphabeta`` (half the moves a depth-
+                                   ``fork_depth`` alpha-beta's best, half uniform among
+                                   those it does not prove lost: quieter positions that
+                                   reach fuller boards)
+    fork_depth             4       the alpha-beta fork's search depth (plies)
     ====================== ======= ====================================================
 
     A hotter or cooler schedule late in the game is ``move_temp_decay``: the move
@@ -78,6 +86,10 @@ class SelfPlayConfig:
         "share of games started from a mid-game position reached by cheap randomized moves (samples from there)"))
     fork_max_fill: float = field(default=0.5, metadata=opt(
         "a fork's stones / playable cells at most (its ply is uniform in 1..that)"))
+    fork_player: str = field(default="greedy", metadata=opt(
+        "who plays a fork: greedy (half greedy, half uniform) or alphabeta (half a depth-limited "
+        "alpha-beta's best, half uniform among the moves it does not prove lost)"))
+    fork_depth: int = field(default=4, metadata=opt("the alpha-beta fork's search depth in plies"))
 
     def __post_init__(self):
         for f in ("root_temp_start", "root_temp_base", "root_temp_floor", "move_temp_base"):
@@ -96,6 +108,11 @@ class SelfPlayConfig:
             raise ValueError(f"SelfPlayConfig.fork_probability must be in [0, 1], got {self.fork_probability}")
         if not (math.isfinite(self.fork_max_fill) and 0.0 < self.fork_max_fill < 1.0):
             raise ValueError(f"SelfPlayConfig.fork_max_fill must be in (0, 1), got {self.fork_max_fill}")
+        if self.fork_player not in FORK_PLAYERS:
+            raise ValueError(f"SelfPlayConfig.fork_player must be one of {', '.join(FORK_PLAYERS)}, "
+                             f"got {self.fork_player!r}")
+        if not 1 <= self.fork_depth <= 16:
+            raise ValueError(f"SelfPlayConfig.fork_depth must be in 1..16, got {self.fork_depth}")
 
     def root_temperature(self, ply: int, cells: int) -> float:
         x = ply / max(cells, 1)

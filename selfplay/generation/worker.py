@@ -13,8 +13,8 @@ node start spread evenly over the sizes (:func:`first_size_index`), so that the 
 play at any moment, and hence in the newest shards of the replay window, are spread too.
 
 Switches of :class:`SelfPlayConfig` (off by default): ``fork_probability`` starts a share of
-the games from a mid-game position reached by cheap randomized moves
-(:func:`c4fast.players.bots.play_fork`; the game's ``moves`` still start from the empty
+the games from a mid-game position reached by cheap randomized moves (``fork_player``:
+greedy or depth-limited alpha-beta ones; :func:`c4fast.players.bots.play_fork`; the game's ``moves`` still start from the empty
 board, its samples start at the fork), and ``solve_max_empty`` labels the samples with at
 most that many empty playable cells with the exact solver's result and distance
 (:meth:`SelfPlayEngine._solve_labels`).
@@ -35,7 +35,7 @@ import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import column_plane
 from c4fast.mcts import BatchedMCTS, choose_move, run_search
-from c4fast.players.bots import play_fork
+from c4fast.players.bots import AlphaBetaPlayer, play_fork
 from c4fast.players.endgame import EndgameSolver, score_result
 from c4fast.protocols import Evaluator, ZeroCopyEvaluator
 from selfplay.evaluation.fill import FILL_BINS, fill_bin
@@ -93,6 +93,11 @@ class SelfPlayEngine:
         self.height, self.width = height, width
         self.num_games = num_games
         self.rng = np.random.default_rng(seed)
+        # the alpha-beta fork player (policy.fork_player); its own seed, so that self.rng's
+        # stream is the same with either fork player
+        self.fork_searcher = (AlphaBetaPlayer(time_budget_s=3600.0, max_depth=policy.fork_depth,
+                                              seed=(int(seed) * 7919 + 17) % 2**31, tt_log2=16)
+                              if policy.fork_probability > 0 and policy.fork_player == "alphabeta" else None)
         self.mcts = BatchedMCTS(search, num_games, height, width, seed=int(self.rng.integers(2**31)),
                                 max_playouts=search.full_playouts)
         if isinstance(evaluator, ZeroCopyEvaluator) and evaluator.max_batch >= self.mcts.max_leaves:
@@ -117,7 +122,8 @@ class SelfPlayEngine:
         s.forked = False
         if self.policy.fork_probability > 0 and self.rng.random() < self.policy.fork_probability:
             cells = int(s.game.state[0]["cells"])
-            play_fork(s.game, int(self.rng.integers(1, self.policy.fork_plies(cells) + 1)), self.rng)
+            play_fork(s.game, int(self.rng.integers(1, self.policy.fork_plies(cells) + 1)), self.rng,
+                      self.fork_searcher)
             s.opening = 0  # samples from the fork on
             s.forked = True
         self.mcts.set_position(g, s.game.state)
