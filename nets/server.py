@@ -105,20 +105,29 @@ class ServerConfig:
 
 def load_model(cfg: ServerConfig, device: torch.device):
     """(model in eval mode, version, source path or None) for the server's settings."""
-    from nets.checkpoint import latest_checkpoint, load_checkpoint
+    from nets.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
     from nets.config import get_preset
     from nets.model import build_model
 
     path = cfg.model
-    if path is not None and os.path.isdir(path):
-        path = latest_checkpoint(path)
-    if path is None:
-        torch.manual_seed(cfg.seed)
-        model = build_model(get_preset(cfg.preset))
-        version = 0
-    else:
-        model, _, meta = load_checkpoint(path, map_location="cpu")
+    for attempt in range(3):
+        if cfg.model is not None and os.path.isdir(cfg.model):
+            path = latest_checkpoint(cfg.model)
+        if path is None:
+            torch.manual_seed(cfg.seed)
+            model = build_model(get_preset(cfg.preset))
+            version = 0
+            break
+        try:
+            model, _, meta = load_checkpoint(path, map_location="cpu")
+        except CheckpointError:
+            # a directory's newest checkpoint can be pruned between listing and opening it
+            # (a cluster node keeps its newest three): list again
+            if attempt == 2 or os.path.exists(path) or not os.path.isdir(cfg.model or ""):
+                raise
+            continue
         version = int(meta["step"])
+        break
     model = model.to(device).eval()
     return model, version, path
 
@@ -211,6 +220,10 @@ class InferenceServer:
 
     def _load(self):
         model, version, path = load_model(self.cfg, torch.device("cpu"))
+        try:  # now: a directory's checkpoint may be pruned while the engine is chosen and built
+            mtime = os.path.getmtime(path) if path else None
+        except OSError:
+            mtime = None  # gone already: the next newer checkpoint reloads
         if self.kind is None and self.device.type == "cpu" and self.cfg.forward == "auto":
             self.kind = self._choose(model)
         kind = self._forward_kind()
@@ -233,7 +246,7 @@ class InferenceServer:
                 self._checked_cpu_load(model, kind)
         self.version = version
         self.source = path
-        self.source_mtime = os.path.getmtime(path) if path else None
+        self.source_mtime = mtime
         self.hdr[q.G_MODEL_VERSION] = version
         self.hdr[q.G_RELOADS] += 1
 
