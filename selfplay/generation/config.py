@@ -58,8 +58,7 @@ class SelfPlayConfig:
     fork_player            greedy  who plays a fork: ``greedy`` (half greedy, half uniform
                                    moves) or ``alphabeta`` (half the moves a depth-
                                    ``fork_depth`` alpha-beta's best, half uniform among
-                                   those it does not prove lost: quieter positions that
-                                   reach fuller boards)
+                                   those it does not prove lost: quieter positions)
     fork_depth             4       the alpha-beta fork's search depth (plies)
     ====================== ======= ====================================================
 
