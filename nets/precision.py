@@ -259,6 +259,27 @@ def _write_cache(key: str, choice: ForwardChoice) -> None:
                                             "table": choice.table, "seconds": choice.seconds})
 
 
+def time_engines(engines: dict, inputs, deadline: float, clock=time.perf_counter) -> dict:
+    """Positions per second of each engine of `engines` (kind -> callable on a planes batch)
+    over `inputs`, timed in rounds (each round one input, every engine in turn) until `clock`
+    passes `deadline`, every input at least once (a lone engine: once each). Each timed call
+    comes right after an untimed call of the same engine on the same input (also the warm-up
+    of a new shape): it follows its own engine, as in a server, never another engine whose
+    threads may still spin after it returned (OpenMP's spin-wait)."""
+    counts = {k: [0, 0.0] for k in engines}  # positions, seconds
+    done = 0
+    while done < len(inputs) or (len(engines) > 1 and clock() < deadline):
+        x = inputs[done % len(inputs)]
+        for kind, engine in engines.items():
+            engine(x)
+            t1 = clock()
+            engine(x)
+            counts[kind][0] += len(x)
+            counts[kind][1] += clock() - t1
+        done += 1
+    return {k: round(n / max(seconds, 1e-12), 1) for k, (n, seconds) in counts.items()}
+
+
 def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,
                    budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
     """The fastest CPU engine for `model` on `sizes` at up to `batch` positions per forward
@@ -305,8 +326,9 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
 
     # 1. start and self-check every candidate, and probe it with one call of the quarter
     #    batch on the largest size (after one untimed call); 2. time the ones within 1.5x of
-    #    the best probe on every input (after one untimed call each), alternating engines,
-    #    until the budget is spent (each input at least once)
+    #    the best probe on every input, alternating engines, each timed call right after an
+    #    untimed one of the same engine on the same input, until the budget is spent (each
+    #    input at least once)
     deadline = t_start + budget_s
     engines, probe = {}, inputs[0]  # the largest size at the smaller batch
     for kind in candidates:
@@ -334,21 +356,7 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     for kind in set(probed) - set(finalists):
         table[kind] = f"probe {probed[kind]} evals/s: below 1/1.5 of the best"
     if finalists:  # a lone finalist too: its figure (the loop's core split reads it) spans every input
-        counts = {k: [0, 0.0] for k in finalists}  # positions, seconds
-        for x in inputs:
-            for kind in finalists:
-                engines[kind](x)  # warm-up of every shape
-        done = 0
-        while done < len(inputs) or (len(finalists) > 1 and time.perf_counter() < deadline):
-            x = inputs[done % len(inputs)]
-            for kind in finalists:
-                t1 = time.perf_counter()
-                engines[kind](x)
-                counts[kind][0] += len(x)
-                counts[kind][1] += time.perf_counter() - t1
-            done += 1
-        for kind in finalists:
-            table[kind] = round(counts[kind][0] / counts[kind][1], 1)
+        table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
     speeds = {k: table[k] for k in finalists}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
     choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False)

@@ -5,9 +5,12 @@ cleanly on CPUs without them; nothing here asserts a speed."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import torch
 
 from nets import precision
@@ -104,6 +107,43 @@ def test_auto_picks_the_fastest_engine_that_passes_and_caches_it(small_net, tmp_
     assert again.cached and again.kind == choice.kind and again.table == choice.table
     other = choose_forward(small_net, [(9, 9), (12, 12)], batch=64, threads=1, budget_s=1.0)
     assert not other.cached  # another batch: another key
+
+
+@given(k=st.integers(1, 5), n_inputs=st.integers(1, 4), budget=st.integers(0, 3000),
+       cost=st.lists(st.integers(1, 9), min_size=5, max_size=5))
+def test_auto_times_no_engine_right_after_another_engine(k, n_inputs, budget, cost):
+    """A model of a predecessor's spinning threads: on a clock of ticks, a call of engine i
+    costs cost[i] ticks after a call of the same engine on the same input and 1,000 more
+    otherwise. The timed figures carry none of the 1,000s, every input is timed, and with
+    several engines the rounds go on until the deadline."""
+    now, last = [0], [None]
+
+    def engine(i):
+        def call(x):
+            now[0] += cost[i] + (0 if last[0] == (i, id(x)) else 1000)
+            last[0] = (i, id(x))
+        return call
+
+    inputs = [np.zeros((8 * (j + 1), 1)) for j in range(n_inputs)]
+    calls = Counter()
+
+    def counted(i):
+        f = engine(i)
+
+        def call(x):
+            calls[i, id(x)] += 1
+            f(x)
+        return call
+
+    speeds = precision.time_engines({f"e{i}": counted(i) for i in range(k)}, inputs, budget,
+                                    clock=lambda: now[0])
+    for i in range(k):
+        # each timed call costs cost[i] ticks: positions / ticks = mean batch / cost[i]
+        n = [calls[i, id(x)] // 2 for x in inputs]
+        assert min(n) >= 1 and all(c % 2 == 0 for (j, _), c in calls.items() if j == i)
+        positions = sum(m * len(x) for m, x in zip(n, inputs))
+        assert speeds[f"e{i}"] == round(positions / (sum(n) * cost[i]), 1)
+    assert k == 1 or now[0] >= budget  # several engines: timed until the deadline
 
 
 def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, monkeypatch):
