@@ -45,6 +45,10 @@ from nets import shm_queue as q
 
 log = logging.getLogger(__name__)
 
+#: CPU ``auto``: an approximate engine that failed a reload's self-check is tried again after
+#: 1, 2, 4, ... reloads, at most this many apart (a failed try costs one engine build)
+AUTO_RETRY_MAX_GAP = 16
+
 
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
@@ -185,6 +189,9 @@ class InferenceServer:
         self.flops = 0  # network FLOPs served (nets.fused.flops_per_eval per position)
         self.busy_ns = 0  # CPU path: nanoseconds inside the forward
         self.kind: str | None = None  # the forward served (CPU "auto": measured at the first load)
+        # CPU "auto" after its approximate engine failed a reload's self-check: that engine,
+        # the reloads until it is tried again, and the current gap (doubling, AUTO_RETRY_MAX_GAP)
+        self._retry: dict | None = None
         if not cfg.noop:
             self._load()
 
@@ -232,18 +239,14 @@ class InferenceServer:
         else:
             from nets.backends import CpuBackend
 
-            if self.backend is not None and self.backend.config == model.config:
-                self.backend.load(model)
-            else:
-                from nets.backends import BACKENDS
-
-                self.backend = CpuBackend(model, kind, threads=server_threads(self.cfg))
-                self.backend.settle_torch_threads()
-                self.hdr[q.G_FORWARD] = BACKENDS.index(kind) + 1
-                self._flops = {}
-            self.model = model
-            if self.cfg.self_check and kind != "eager":
-                self._checked_cpu_load(model, kind)
+            if not (self._retry is not None and self.backend.config == model.config and self._retry_engine(model)):
+                if self.backend is not None and self.backend.config == model.config:
+                    self.backend.load(model)
+                else:
+                    self._serve_cpu_engine(CpuBackend(model, kind, threads=server_threads(self.cfg)))
+                self.model = model
+                if self.cfg.self_check and kind != "eager":
+                    self._checked_cpu_load(model, kind)
         self.version = version
         self.source = path
         self.source_mtime = mtime
@@ -273,11 +276,53 @@ class InferenceServer:
             self.hdr[q.G_CAPTURES] += runner.captures
         self.model = model
 
+    def _serve_cpu_engine(self, backend) -> None:
+        """Serve `backend` (a :class:`nets.backends.CpuBackend`) from now on, with torch's
+        threads set for it (an engine on a pool of its own runs torch on one thread)."""
+        from nets.backends import BACKENDS
+
+        if self.backend is not None:
+            self.backend.restore_torch_threads()
+        self.backend = backend
+        backend.settle_torch_threads()
+        self.kind = backend.kind
+        self.hdr[q.G_FORWARD] = BACKENDS.index(backend.kind) + 1
+        self._flops = {}
+
+    def _retry_engine(self, model) -> bool:
+        """After a fallback (:meth:`_checked_cpu_load`): at a due reload, serve `model` on the
+        approximate engine again if it passes the self-check now (True). Otherwise (False,
+        also between due reloads) the fp32 engine stays, the next try twice as many reloads
+        later (at most :data:`AUTO_RETRY_MAX_GAP`)."""
+        from nets.backends import CpuBackend
+
+        r = self._retry
+        r["wait"] -= 1
+        if r["wait"] > 0:
+            return False
+        before, before_model = self.backend, self.model
+        try:
+            self._serve_cpu_engine(CpuBackend(model, r["kind"], threads=server_threads(self.cfg)))
+            self.model = model  # the self-check's reference
+            self._cpu_self_check()
+        except Exception as e:  # noqa: BLE001 - a failed check or build: the fp32 engine serves on
+            r["gap"] = r["wait"] = min(2 * r["gap"], AUTO_RETRY_MAX_GAP)
+            log.info("%s; the exact fp32 engine (%s) serves on, %s tried again in %d reloads",
+                     e, before.kind, r["kind"], r["gap"])
+            self._serve_cpu_engine(before)
+            self.model = before_model
+            return False
+        log.info("CPU %s forward passes its self-check again: served from this reload on", r["kind"])
+        self._retry = None
+        return True
+
     def _checked_cpu_load(self, model, kind: str) -> None:
         """Self-check the CPU engine; under ``auto`` an approximate engine (bf16, int8) that
-        fails it for these weights (a reload: int8 is calibrated per net) is replaced by the
-        exact fp32 one, with a warning, instead of stopping the server."""
-        from nets.backends import BACKENDS, CpuBackend
+        fails it for these weights (a reload: int8 is calibrated per net, bf16's error grows
+        with the weights) is replaced by the exact fp32 one, with a warning, instead of
+        stopping the server, and tried again at later reloads: the next one, then after 2, 4,
+        ... up to :data:`AUTO_RETRY_MAX_GAP` reloads; it is served again once it passes."""
+        from nets.backends import CpuBackend
         from nets.precision import PRECISION_OF
         from nets.selfcheck import SelfCheckError
 
@@ -286,12 +331,10 @@ class InferenceServer:
         except SelfCheckError as e:
             if self.cfg.forward != "auto" or PRECISION_OF[kind] == "fp32":
                 raise
-            log.warning("%s; forward auto falls back to the exact fp32 engine (fused)", e)
-            self.kind = "fused"
-            self.backend.restore_torch_threads()  # the fused engine computes on torch's threads
-            self.backend = CpuBackend(model, "fused", threads=server_threads(self.cfg))
-            self.hdr[q.G_FORWARD] = BACKENDS.index("fused") + 1
-            self._flops = {}
+            log.warning("%s; forward auto falls back to the exact fp32 engine (fused) and tries %s "
+                        "again at the next reload", e, kind)
+            self._retry = {"kind": kind, "gap": 1, "wait": 1}
+            self._serve_cpu_engine(CpuBackend(model, "fused", threads=server_threads(self.cfg)))
             self._cpu_self_check()
 
     def _cpu_self_check(self):

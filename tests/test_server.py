@@ -221,7 +221,8 @@ def test_auto_falls_back_to_exact_fp32_when_a_reload_fails_the_approximate_engin
         server_factory, tmp_path, monkeypatch):
     """Forward auto chose int8 (here: from the per-machine cache, so the choice is fixed);
     a reloaded net whose int8 version fails the self-check (int8 is calibrated per net) is
-    then served by the exact fp32 engine instead of stopping the server."""
+    then served by the exact fp32 engine instead of stopping the server; int8 is tried
+    again at later reloads (1, then 2, 4, ... apart) and served again once it passes."""
     from conftest import skip_without_instructions
     from nets import precision
     from nets.backends import BACKENDS
@@ -263,3 +264,14 @@ def test_auto_falls_back_to_exact_fp32_when_a_reload_fails_the_approximate_engin
     with torch.inference_mode():
         ref = m2(torch.from_numpy(x).float())[0].numpy()
     np.testing.assert_allclose(pol, ref, atol=1e-4, rtol=1e-4)
+
+    # int8 is tried again at the next reload (fails: m2's weights again), then 2 reloads
+    # later (version 4: not yet; version 5: passes with m1's weights and is served again)
+    m1 = net(1, 1.0)
+    for version, m, served in ((3, m2, "fused"), (4, m1, "fused"), (5, m1, "ort_int8")):
+        save_checkpoint(models / checkpoint_name(version), m, cfgnet, version)
+        while c.model_version != version and time.monotonic() < deadline:
+            c.evaluate(x)
+            time.sleep(0.05)
+        assert c.model_version == version and proc.is_alive()
+        assert BACKENDS[hdr[q.G_FORWARD] - 1] == served, version
