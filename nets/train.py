@@ -73,9 +73,10 @@ class TrainConfig:
     """Trainer settings (defaults from katac4 where it has them)."""
 
     #: switches of ablations that were not kept (docs/ABLATIONS.md; last present in commit
-    #: 0f5c532) with their off values: a config file that has them off still loads
+    #: 0f5c532, fast_value_weight in d16e224) with their off values: a config file that has
+    #: them off still loads
     RETIRED_FIELDS: ClassVar[dict] = {"opp_policy_weight": 0.0, "surprise_weight": 0.0, "drop_planes": "",
-                                      "follow_anneal": 0.0}
+                                      "follow_anneal": 0.0, "fast_value_weight": 1.0}
 
     preset: str = field(default="cpu_small", metadata=opt("network preset"))
     steps: int = field(default=0, metadata=opt("training steps: schedule horizon and stop (0: none; "
@@ -104,9 +105,6 @@ class TrainConfig:
         "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA and on CPUs "
         "with AVX512-BF16/AMX, where it trains 1.5x the samples/s and learns as fp32 does; else fp32), fp32, "
         "or bf16 (autocast; on the CPU only with AVX512-BF16/AMX, channels_last)"))
-    fast_value_weight: float = field(default=1.0, metadata=opt(
-        "weight of the value loss of fast-search samples (policy_weight 0, playout cap randomization): "
-        "1 = as full ones, 0 = no value rows from fast searches (KataGo)"))
     window: WindowConfig = field(default=WindowConfig(), metadata=opt("replay window"))
     average: str = field(default="none", metadata=opt(
         "serve a weight average instead of the raw weights in every inference checkpoint (the training state "
@@ -141,8 +139,6 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
-        if not 0.0 <= self.fast_value_weight <= 1.0:
-            raise ValueError(f"TrainConfig.fast_value_weight must be in [0, 1], got {self.fast_value_weight}")
         if not (isinstance(self.moves_left_weight, (int, float)) and math.isfinite(self.moves_left_weight)
                 and self.moves_left_weight >= 0):
             raise ValueError(f"TrainConfig.moves_left_weight must be a finite number >= 0, got {self.moves_left_weight!r}")
@@ -236,7 +232,7 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None, fast_value_weight: float = 1.0, moves_left_weight: float = 0.0):
+           mask=None, moves_left_weight: float = 0.0):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
     moves-left loss of one batch (0-dim tensors on `device`; nothing here waits for the device).
 
@@ -244,8 +240,6 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
     (the search's estimate at the sample's root, same side). With a board `mask` (a canvas
     batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`.
-    ``fast_value_weight`` f < 1 multiplies the value loss of the samples whose policy weight
-    is 0 (fast searches) by f; the returned value loss is that weighted sum.
 
     Moves left (a net with the head, ``NetConfig.moves_left``): ``Huber(m - plies_left /
     cells, delta=MOVES_LEFT_HUBER_DELTA)`` summed over the samples, m the net's 4th value
@@ -264,20 +258,13 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
     vlog = val[:, :3].float()  # win/draw/loss logits (a moves-left head's 4th column is not a class)
-    vw = None  # per-row value weight: fast searches' rows down-weighted (TrainConfig.fast_value_weight)
-    if fast_value_weight != 1.0:
-        vw = torch.where(w > 0, torch.ones_like(w), torch.full_like(w, float(fast_value_weight)))
     if value_mix > 0:
         if batch.root_wdl is None:
             raise ValueError("value_mix > 0 needs the samples' root_wdl")
         soft = (1 - value_mix) * F.one_hot(z, 3).float() + value_mix * to_device(batch.root_wdl, device)
-        if vw is not None:
-            soft = soft * vw[:, None]
         value_loss = -(soft * F.log_softmax(vlog, dim=1)).sum()
-    elif vw is None:
-        value_loss = F.cross_entropy(vlog, z, reduction="sum")
     else:
-        value_loss = (vw * F.cross_entropy(vlog, z, reduction="none")).sum()
+        value_loss = F.cross_entropy(vlog, z, reduction="sum")
     with torch.no_grad():
         entropy = -(logp.exp() * logp.masked_fill(~legal.flatten(1), 0)).sum()
     total = value_weight * value_loss + policy_loss
@@ -456,8 +443,7 @@ class Trainer:
             batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.canvas, batch, self.device, self.cfg.value_weight,
-                                           self.cfg.value_mix, self.channels_last, mask,
-                                           self.cfg.fast_value_weight, mlw)
+                                           self.cfg.value_mix, self.channels_last, mask, mlw)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         for size in () if self.cfg.padded else sizes:
@@ -465,7 +451,7 @@ class Trainer:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.model, batch, self.device, self.cfg.value_weight,
                                            self.cfg.value_mix, self.channels_last,
-                                           fast_value_weight=self.cfg.fast_value_weight, moves_left_weight=mlw)
+                                           moves_left_weight=mlw)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         tot, pol, val, ent, mll = sums.tolist()  # the step's only host synchronisation
