@@ -239,7 +239,7 @@ class InferenceServer:
         else:
             from nets.backends import CpuBackend
 
-            if not (self._retry is not None and self.backend.config == model.config and self._retry_engine(model)):
+            if not (self._retry is not None and self._retry_engine(model)):
                 if self.backend is not None and self.backend.config == model.config:
                     self.backend.load(model)
                 else:
