@@ -517,8 +517,8 @@ def play_fork(game: Game, plies: int, rng: np.random.Generator, searcher: "Alpha
     not prove lost (its best where every column loses): quieter, balanced positions.
     Either way a column that would end the game (a win or the last cell) is replaced by a
     uniform one of those that do not (with `searcher`, of those that also hand the opponent
-    no win at once, where there are any); it stops early when every column ends the game. Returns the number of moves played; all randomness from
-    `rng` (and the searcher's seed)."""
+    no win at once, where there are any); it stops early when every column ends the game.
+    Returns the number of moves played; all randomness from `rng` (and the searcher's seed)."""
     if game.result is not None:
         raise ValueError("play_fork needs a running game")
     nb_rng = make_rng(int(rng.integers(2**31)))
