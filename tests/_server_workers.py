@@ -36,9 +36,16 @@ def pid():
     return os.getpid()
 
 
-def server_error_worker(spec, handles, stop_event, stats_queue):
+def server_error_worker(spec, handles, stop_event, reports):
     """Stands in for selfplay.generation.worker.worker_main when the server refuses every request."""
     from selfplay.generation.worker import SERVER_ERROR_EXIT
 
-    stats_queue.put(("error", spec.index, spec.restart, "inference server rejected the request: boom"))
+    reports.send(("error", spec.index, spec.restart, "inference server rejected the request: boom"))
     raise SystemExit(SERVER_ERROR_EXIT)
+
+
+def chatty_worker(spec, handles, stop_event, reports):
+    """Stands in for worker_main: sends `spec.messages` running totals of `spec.size` bytes
+    each (large enough that a pipe delivers each in many reads), then exits."""
+    for i in range(spec.messages):
+        reports.send(("stats", spec.index, spec.restart, {"games": i + 1, "blob": b"x" * spec.size}))

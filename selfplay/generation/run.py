@@ -17,8 +17,8 @@ import dataclasses
 import json
 import logging
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
-import queue
 import sys
 import time
 
@@ -26,8 +26,9 @@ import numpy as np
 
 from c4fast.cli import ConfigError, add_config_arguments, config_from_args, config_to_dict, load_config
 from c4fast.encode import NUM_PLANES
-from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, forget_handled_interrupt,
-                            ignore_interrupts, raise_on_interrupt, remove_stale_temps, setup_logging, start_resource_tracker)
+from c4fast.runtime import (DirLock, LockedError, atomic_write_json, check_interrupt, deferred_interrupts,
+                            forget_handled_interrupt, ignore_interrupts, raise_on_interrupt, remove_stale_temps,
+                            setup_logging, start_resource_tracker)
 from selfplay.evaluation.fill import FILL_BINS
 from selfplay.generation.config import RunConfig, default_node_tag
 
@@ -126,15 +127,22 @@ class WorkerSupervisor:
     help), and keeps each incarnation's running totals and errors from their messages.
 
     Incarnations: a worker's restart number is part of its :class:`WorkerSpec`, so its
-    seeds, game ids and shard names differ from every earlier incarnation's."""
+    seeds, game ids and shard names differ from every earlier incarnation's.
 
-    def __init__(self, ctx, specs: list, handles_of, stop, stats_q, max_restarts: int):
+    Reports: each incarnation writes its messages into a pipe of its own (no lock shared
+    with other workers, so a worker killed mid-message harms only its own pipe, which ends
+    with it). Messages are read and handled with signals held back
+    (:func:`c4fast.runtime.deferred_interrupts`): an interrupt between a message's length
+    and its body would leave the pipe out of step."""
+
+    def __init__(self, ctx, specs: list, handles_of, stop, max_restarts: int):
         from selfplay.generation.worker import worker_main
 
         self._target = worker_main
         self.ctx, self.specs, self.handles_of, self.stop = ctx, list(specs), handles_of, stop
-        self.stats_q, self.max_restarts = stats_q, max_restarts
+        self.max_restarts = max_restarts
         self.procs: list = []
+        self.channels: list = []  # read ends of the incarnations' report pipes not yet at end of file
         self.started_at: dict[int, float] = {}
         self.restart_at: dict[int, float] = {}  # worker -> when its back-off ends
         self.quick_failures = {w: 0 for w in range(len(specs))}
@@ -144,9 +152,13 @@ class WorkerSupervisor:
         self.restarts = 0
 
     def _spawn(self, w: int):
-        p = self.ctx.Process(target=self._target, args=(self.specs[w], self.handles_of(w), self.stop, self.stats_q),
+        reader, writer = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=self._target, args=(self.specs[w], self.handles_of(w), self.stop, writer),
                              name=f"c4fast-worker-{w}", daemon=False)
-        p.start()
+        with deferred_interrupts():  # a start cut short would leave a child no one joins
+            p.start()
+        writer.close()  # the worker holds the only write end: its exit is the pipe's end of file
+        self.channels.append(reader)
         self.started_at[w] = time.monotonic()
         return p
 
@@ -172,19 +184,25 @@ class WorkerSupervisor:
             self.failed.append(f"worker {w} (restart {incarnation}) failed: {payload}")
             log.error("%s", self.failed[-1])
 
-    def receive(self, timeout: float) -> None:
-        """Handle the next message, waiting up to `timeout` seconds."""
-        try:
-            self.handle(self.stats_q.get(timeout=timeout))
-        except queue.Empty:
-            pass
+    def receive(self, timeout: float) -> int:
+        """Handle the messages waiting, waiting up to `timeout` seconds for the first; how
+        many pipes were ready."""
+        ready = mp_connection.wait(self.channels, timeout)
+        for conn in ready:
+            with deferred_interrupts():
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):  # the incarnation exited (or died mid-message)
+                    self.channels.remove(conn)
+                    conn.close()
+                    continue
+                self.handle(msg)
+        return len(ready)
 
     def drain(self) -> None:
-        while True:
-            try:
-                self.handle(self.stats_q.get_nowait())
-            except queue.Empty:
-                return
+        """Handle every message already sent (call it once the workers have exited)."""
+        while self.channels and self.receive(0):
+            pass
 
     def totals(self) -> dict:
         keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
@@ -355,8 +373,7 @@ def run(cfg: RunConfig) -> dict:
                         node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
                         shard_seconds=cfg.shard_seconds, workers=workers)
              for w in range(workers)]
-    sup = WorkerSupervisor(ctx, specs, lambda w: queues[w % n_servers].handles, stop, ctx.Queue(),
-                           cfg.max_restarts)
+    sup = WorkerSupervisor(ctx, specs, lambda w: queues[w % n_servers].handles, stop, cfg.max_restarts)
     sup.start()
     t0 = time.monotonic()
     next_status = t0 + cfg.status_every
@@ -398,12 +415,14 @@ def run(cfg: RunConfig) -> dict:
     finally:
         ignore_interrupts()  # a second signal must not cut the clean-up short
         stop.set()
-        sup.join(120)
-        sup.drain()
-        counts = servers.counts()
-        forward = servers.forward()
-        servers.shutdown()
-        lock.release()
+        try:
+            sup.join(120)
+            sup.drain()
+        finally:  # the servers wait for this process: never leave them running
+            counts = servers.counts()
+            forward = servers.forward()
+            servers.shutdown()
+            lock.release()
     elapsed = time.monotonic() - t0
     tot = sup.totals()
     try:

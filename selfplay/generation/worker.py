@@ -321,8 +321,12 @@ def game_id_stream(spec: WorkerSpec):
         serial += 1
 
 
-def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
+def worker_main(spec: WorkerSpec, handles, stop_event, reports) -> None:
     """Process entry: play rotating board sizes through the inference server until stopped.
+
+    `reports`: this incarnation's own pipe to the supervisor (a write-only
+    ``multiprocessing`` connection): running totals about once a second, then its final
+    totals and, on failure, the reason.
 
     Signals: SIGINT is ignored (the parent decides); SIGTERM and SIGHUP end the worker
     cleanly (finished games are written); the worker also gets SIGTERM when its parent
@@ -365,7 +369,7 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
         now = time.monotonic()
         if force or now - last_report > 1.0:
             s = engine.stats if engine is not None else Stats()
-            stats_queue.put(("stats", spec.index, spec.restart,
+            reports.send(("stats", spec.index, spec.restart,
                              {**{k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__},
                               "written_games": writer.written_games, "written_samples": writer.written_samples}))
             last_report = now
@@ -388,11 +392,11 @@ def worker_main(spec: WorkerSpec, handles, stop_event, stats_queue) -> None:
     except ServerError as e:
         writer.flush()
         report(force=True)
-        stats_queue.put(("error", spec.index, spec.restart, str(e)))
+        reports.send(("error", spec.index, spec.restart, str(e)))
         raise SystemExit(SERVER_ERROR_EXIT) from None
     except Exception as e:  # e.g. a shard that could not be written: the parent's summary says so
         report(force=True)  # what this incarnation did write
-        stats_queue.put(("failed", spec.index, spec.restart, f"{type(e).__name__}: {e}"))
+        reports.send(("failed", spec.index, spec.restart, f"{type(e).__name__}: {e}"))
         raise
     finally:
         client.close()
