@@ -89,6 +89,10 @@ class TrainConfig:
     value_mix: float = field(default=0.0, metadata=opt(
         "share of the search's root (win, draw, loss) in the value target, the rest being the game's "
         "outcome (0: outcome only)"))
+    value_distance: float = field(default=0.0, metadata=opt(
+        "distance in the value target: a won or lost outcome moves the share d * plies left / cells of its "
+        "mass to a draw (d this value, cells the board's H * W), so a nearer win and a farther loss are worth "
+        "more (0: the outcome only)"))
     moves_left_weight: float = field(default=0.0, metadata=opt(
         "weight of the moves-left loss (Huber on plies left / cells; > 0 needs a net preset with the "
         "moves-left head, e.g. cpu_small_ml; 0: no moves-left loss)"))
@@ -139,6 +143,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be > 0")
         if not 0.0 <= self.value_mix <= 1.0:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
+        if not (isinstance(self.value_distance, (int, float)) and 0.0 <= self.value_distance <= 1.0):
+            raise ValueError(f"TrainConfig.value_distance must be in [0, 1], got {self.value_distance!r}")
         if not (isinstance(self.moves_left_weight, (int, float)) and math.isfinite(self.moves_left_weight)
                 and self.moves_left_weight >= 0):
             raise ValueError(f"TrainConfig.moves_left_weight must be a finite number >= 0, got {self.moves_left_weight!r}")
@@ -232,13 +238,16 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None, moves_left_weight: float = 0.0):
+           mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
     moves-left loss of one batch (0-dim tensors on `device`; nothing here waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
-    (the search's estimate at the sample's root, same side). With a board `mask` (a canvas
+    (the search's estimate at the sample's root, same side). With ``value_distance`` d > 0 the
+    outcome's one-hot becomes, for a won or lost game, ``(1 - s) * onehot + s * draw`` with
+    ``s = d * min(1, plies_left / cells)`` (cells each sample's H * W): a win nearer the end
+    and a loss farther from it score higher (W - L = +-(1 - s)). With a board `mask` (a canvas
     batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`.
 
     Moves left (a net with the head, ``NetConfig.moves_left``): ``Huber(m - plies_left /
@@ -258,11 +267,25 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
     vlog = val[:, :3].float()  # win/draw/loss logits (a moves-left head's 4th column is not a class)
-    if value_mix > 0:
-        if batch.root_wdl is None:
-            raise ValueError("value_mix > 0 needs the samples' root_wdl")
-        soft = (1 - value_mix) * F.one_hot(z, 3).float() + value_mix * to_device(batch.root_wdl, device)
-        value_loss = -(soft * F.log_softmax(vlog, dim=1)).sum()
+    cells = None
+    if value_distance > 0 or moves_left_weight > 0 or (val.shape[1] == 4 and batch.plies_left is not None):
+        if mask is None:
+            cells = torch.full((len(z),), float(batch.height * batch.width), device=val.device)
+        else:
+            cells = to_device(mask, device).sum(dim=(1, 2, 3)).float()
+    if value_mix > 0 or value_distance > 0:
+        hard = F.one_hot(z, 3).float()
+        if value_distance > 0:
+            if batch.plies_left is None:
+                raise ValueError("value_distance > 0 needs the samples' plies_left")
+            left = to_device(batch.plies_left, device).float()
+            shift = (value_distance * torch.clamp(left / cells, max=1.0) * (z != 1)).unsqueeze(1)
+            hard = (1 - shift) * hard + shift * F.one_hot(torch.ones_like(z), 3).float()
+        if value_mix > 0:
+            if batch.root_wdl is None:
+                raise ValueError("value_mix > 0 needs the samples' root_wdl")
+            hard = (1 - value_mix) * hard + value_mix * to_device(batch.root_wdl, device)
+        value_loss = -(hard * F.log_softmax(vlog, dim=1)).sum()
     else:
         value_loss = F.cross_entropy(vlog, z, reduction="sum")
     with torch.no_grad():
@@ -271,10 +294,6 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     if val.shape[1] == 4 and (batch.plies_left is not None or moves_left_weight > 0):
         if batch.plies_left is None:
             raise ValueError("moves_left_weight > 0 needs the samples' plies_left")
-        if mask is None:
-            cells = torch.full((len(z),), float(batch.height * batch.width), device=val.device)
-        else:
-            cells = to_device(mask, device).sum(dim=(1, 2, 3))
         target = to_device(batch.plies_left, device).float() / cells
         ml_loss = F.huber_loss(val[:, 3].float(), target, reduction="sum", delta=MOVES_LEFT_HUBER_DELTA)
         if moves_left_weight > 0:
@@ -443,7 +462,8 @@ class Trainer:
             batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.canvas, batch, self.device, self.cfg.value_weight,
-                                           self.cfg.value_mix, self.channels_last, mask, mlw)
+                                           self.cfg.value_mix, self.channels_last, mask, mlw,
+                                           self.cfg.value_distance)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         for size in () if self.cfg.padded else sizes:
@@ -451,7 +471,7 @@ class Trainer:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.model, batch, self.device, self.cfg.value_weight,
                                            self.cfg.value_mix, self.channels_last,
-                                           moves_left_weight=mlw)
+                                           moves_left_weight=mlw, value_distance=self.cfg.value_distance)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         tot, pol, val, ent, mll = sums.tolist()  # the step's only host synchronisation

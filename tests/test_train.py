@@ -328,13 +328,82 @@ def test_a_padded_step_trains_every_size_in_one_pass(tmp_path):
     assert first["sizes"] == 4 and last["loss"] < first["loss"] and np.isfinite(last["loss"])
 
 
-def _numpy_value_loss(val_logits, outcome, root_wdl, mix):
-    """Reference: per-row CE of softmax(val) against (1-mix)*onehot + mix*root_wdl, summed."""
+def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None):
+    """Reference: per-row CE of softmax(val) against (1-mix)*hard + mix*root_wdl, summed;
+    hard is the outcome's one-hot, for a decided game with the share
+    distance * min(1, plies_left / cells) moved to the draw."""
     v = val_logits.astype(np.float64)
     logp = v - v.max(1, keepdims=True)
     logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
-    target = (1 - mix) * np.eye(3)[outcome] + mix * root_wdl.astype(np.float64)
+    hard = np.zeros((len(outcome), 3))
+    for i, z in enumerate(outcome):
+        s = 0.0 if z == 1 or distance == 0 else distance * min(1.0, float(plies_left[i]) / cells)
+        hard[i, z] += 1 - s
+        hard[i, 1] += s
+    target = (1 - mix) * hard + mix * root_wdl.astype(np.float64)
     return float(-(target * logp).sum())
+
+
+class _FixedValue(torch.nn.Module):
+    """A stand-in net whose value logits are `logits` (policy logits 0)."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, x):
+        return torch.zeros(len(x), x.shape[2], x.shape[3]), self.logits
+
+
+def test_the_value_target_moves_a_share_to_the_draw_by_distance(tmp_path):
+    """value_distance d: a won or lost sample's target gives d * plies_left / cells of its
+    mass to the draw (numpy reference over d, value_mix and random outcomes and distances);
+    nearer wins and farther losses get the higher target W - L."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from nets.config import get_preset
+    from nets.model import build_model
+
+    make_shards(tmp_path, games=4, sizes=((6, 7),))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    base = win.sample(np.random.default_rng(0), (6, 7), 16, flip=False)
+    assert base.plies_left is not None
+    torch.manual_seed(0)
+    model = build_model(get_preset("tiny")).eval()
+    with torch.no_grad():
+        _, val = model(torch.from_numpy(base.planes))
+
+    @settings(max_examples=30, deadline=None)
+    @given(d=st.floats(0.0, 1.0), mix=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31 - 1))
+    def check(d, mix, seed):
+        rng = np.random.default_rng(seed)
+        outcome = rng.integers(0, 3, 16)
+        left = rng.integers(0, 60, 16).astype(np.float32)  # past 42 cells: clamped at a draw share of d
+        wdl = rng.dirichlet(np.ones(3), 16).astype(np.float32)
+        b = Batch(6, 7, base.planes, base.policy, base.policy_weight, outcome, base.legal, wdl, left)
+        with torch.no_grad():
+            v = losses(model, b, "cpu", 1.5, mix, value_distance=d)[2].item()
+        ref = _numpy_value_loss(val.numpy(), outcome, wdl, mix, d, left, 42)
+        assert abs(v - ref) <= 1e-4 * max(1.0, abs(ref)), (v, ref)
+
+    check()
+    # the target's W - L (1/3 minus the CE's gradient at uniform logits): a win 4 plies from
+    # the end above one 30 plies away, a loss 30 plies away above one 4 plies away
+    logits = torch.zeros(4, 3, requires_grad=True)
+    b = Batch(6, 7, base.planes[:4], base.policy[:4], base.policy_weight[:4], np.array([0, 0, 2, 2]),
+              base.legal[:4], None, np.array([4, 30, 4, 30], np.float32))
+    (g,) = torch.autograd.grad(losses(_FixedValue(logits), b, "cpu", 1.0, value_distance=0.5)[2], logits)
+    target = 1 / 3 - g.numpy()
+    w_minus_l = target[:, 0] - target[:, 2]
+    np.testing.assert_allclose(w_minus_l, [1 - 0.5 * 4 / 42, 1 - 0.5 * 30 / 42, -(1 - 0.5 * 4 / 42),
+                                           -(1 - 0.5 * 30 / 42)], rtol=1e-5)
+    with pytest.raises(ValueError, match="value_distance"):
+        TrainConfig(value_distance=1.5)
+    with pytest.raises(ValueError, match="plies_left"):
+        losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal),
+               "cpu", 1.5, value_distance=0.5)
 
 
 @pytest.mark.parametrize("mix", [0.0, 0.5])
