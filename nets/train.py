@@ -267,8 +267,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     p_ce = -(target.flatten(1) * logp).sum(1)
     policy_loss = (w * p_ce).sum()
     vlog = val[:, :3].float()  # win/draw/loss logits (a moves-left head's 4th column is not a class)
-    cells = None
-    if value_distance > 0 or moves_left_weight > 0 or (val.shape[1] == 4 and batch.plies_left is not None):
+    cells = None  # each sample's cells, wherever plies_left is used (value distance, moves-left head)
+    if batch.plies_left is not None and (value_distance > 0 or val.shape[1] == 4):
         if mask is None:
             cells = torch.full((len(z),), float(batch.height * batch.width), device=val.device)
         else:
@@ -280,7 +280,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
                 raise ValueError("value_distance > 0 needs the samples' plies_left")
             left = to_device(batch.plies_left, device).float()
             shift = (value_distance * torch.clamp(left / cells, max=1.0) * (z != 1)).unsqueeze(1)
-            hard = (1 - shift) * hard + shift * F.one_hot(torch.ones_like(z), 3).float()
+            hard = (1 - shift) * hard + shift * hard.new_tensor([0.0, 1.0, 0.0])  # to the draw
         if value_mix > 0:
             if batch.root_wdl is None:
                 raise ValueError("value_mix > 0 needs the samples' root_wdl")

@@ -207,6 +207,7 @@ def test_signals_during_worker_reports_lose_no_message(tmp_path):
     assert out["games"] == [150, 150] and out["exitcodes"] == [0, 0]
     assert out["interrupts"] > 0  # the signals did arrive while it read
 
+
 def test_a_writer_killed_mid_write_leaves_no_shard(tmp_path):
     code = (
         "import os, sys, numpy as np, h5py\n"
