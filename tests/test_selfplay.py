@@ -155,59 +155,6 @@ def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
     assert all(not n.endswith(".tmp") for n in map(str, shards))
 
 
-SIGNALLED_SUPERVISOR = """
-import json, multiprocessing as mp, os, signal, sys, threading, time, types
-sys.path.insert(0, sys.argv[1])
-import _server_workers
-from c4fast.runtime import ignore_interrupts, raise_on_interrupt
-from selfplay.generation.run import WorkerSupervisor
-
-if __name__ == "__main__":
-    ctx = mp.get_context("spawn")
-    specs = [types.SimpleNamespace(index=w, restart=0, messages=150, size=300_000) for w in range(2)]
-    sup = WorkerSupervisor(ctx, specs, lambda w: None, ctx.Event(), max_restarts=0)
-    sup._target = _server_workers.chatty_worker
-    raise_on_interrupt()
-    done = threading.Event()
-
-    def pester():  # SIGINT every 0.7 ms, to this (the main) thread, while it reads
-        while not done.is_set():
-            time.sleep(0.0007)
-            os.kill(os.getpid(), signal.SIGINT)
-
-    interrupts = 0
-    sup.start()
-    pests = threading.Thread(target=pester)
-    pests.start()
-    while sup.channels:
-        try:
-            sup.receive(0.2)
-        except KeyboardInterrupt:
-            interrupts += 1
-    ignore_interrupts()
-    done.set()
-    pests.join()
-    sup.join(10)
-    print(json.dumps({"interrupts": interrupts, "games": [sup.inc_stats[(w, 0)]["games"] for w in range(2)],
-                      "exitcodes": [p.exitcode for p in sup.procs]}))
-"""
-
-
-def test_signals_during_worker_reports_lose_no_message(tmp_path):
-    """A signal (made a KeyboardInterrupt) between a report's length and its body used to
-    leave the shared queue out of step: the clean-up after SIGTERM raised, and the run then
-    hung at exit waiting for its servers. Reports are now read with signals held back, each
-    worker on its own pipe: hundreds of interrupts lose no message."""
-    script = tmp_path / "sup.py"
-    script.write_text(SIGNALLED_SUPERVISOR)
-    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["games"] == [150, 150] and out["exitcodes"] == [0, 0]
-    assert out["interrupts"] > 0  # the signals did arrive while it read
-
-
 def test_a_writer_killed_mid_write_leaves_no_shard(tmp_path):
     code = (
         "import os, sys, numpy as np, h5py\n"
