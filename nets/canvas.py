@@ -112,7 +112,7 @@ def masked_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, mask: torch.Tensor, c
     with torch.no_grad():
         m = bn.momentum if bn.momentum is not None else 0.1
         bn.running_mean.mul_(1 - m).add_(m * mean.detach())
-        bn.running_var.mul_(1 - m).add_(m * var.detach() * count / max(float(count) - 1.0, 1.0))
+        bn.running_var.mul_(1 - m).add_(m * var.detach() * count / (count - 1.0).clamp(min=1.0))  # no host sync
         bn.num_batches_tracked.add_(1)
     inv = torch.rsqrt(var + bn.eps)
     return (x - mean[None, :, None, None]) * (inv * bn.weight)[None, :, None, None] + bn.bias[None, :, None, None]

@@ -49,6 +49,7 @@ import torch
 
 from c4fast.encode import NUM_PLANES
 from c4fast.game import SAIBLO_SIZES
+from nets.canvas import CANVAS
 from nets.selfcheck import TOLERANCES, Tolerance, self_check
 
 log = logging.getLogger(__name__)
@@ -180,12 +181,13 @@ def tolerance_for(dtype: torch.dtype, device_type: str) -> Tolerance:
     return TOLERANCES["tf32" if device_type == "cuda" and _tf32_convs() else "fp32"]
 
 
-def inference_module(model, kind: str, dtype: torch.dtype, device, channels_last: bool):
+def inference_module(model, kind: str, dtype: torch.dtype, device, channels_last: bool, dynamic_batch: bool = False):
     """(module, forward callable) computing `model` in eval mode for serving.
 
     kind: "eager" (a copy of the Net itself), "fused" (:class:`nets.fused.FusedNet`) or
-    "compiled" (torch.compile of the FusedNet, static shapes). Weights can be replaced in
-    place with :func:`load_inference_weights`."""
+    "compiled" (torch.compile of the FusedNet, static shapes; with `dynamic_batch` one
+    compile for every batch size, the callers marking dim 0 dynamic: the canvas runner).
+    Weights can be replaced in place with :func:`load_inference_weights`."""
     from nets.fused import FusedNet
 
     model = getattr(model, "_orig_mod", model)
@@ -207,7 +209,7 @@ def inference_module(model, kind: str, dtype: torch.dtype, device, channels_last
         # one specialisation per (size, bucket): up to 16 x 32 shapes, not dynamo's default 8
         dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 1024)
         dynamo.config.accumulated_cache_size_limit = max(dynamo.config.accumulated_cache_size_limit, 4096)
-        fwd = torch.compile(net, dynamic=False, fullgraph=True)
+        fwd = torch.compile(net, dynamic=None if dynamic_batch else False, fullgraph=True)
     return net, fwd
 
 
@@ -234,6 +236,7 @@ class _Graph:
     x: torch.Tensor  # static input (bucket, C, H, W) uint8
     pol: torch.Tensor  # static output (bucket, H*W) float32 logits
     wdl: torch.Tensor  # static output (bucket, K) float32 probabilities (K = 4: moves left last)
+    mask: torch.Tensor | None = None  # canvas graphs: static board mask (bucket, 1, S, S)
 
 
 class _Ring:
@@ -260,10 +263,8 @@ class Ticket:
 
     ring: int
     n: int
-    height: int
-    width: int
     direct: bool
-    outputs: list
+    segments: list  # (height, width, outputs) per board size, in the batch's order
 
 
 class GraphRunner:
@@ -275,7 +276,7 @@ class GraphRunner:
 
     def __init__(self, model, device, dtype=torch.bfloat16, sizes=DEFAULT_SIZES, max_batch: int = 4096,
                  num_planes: int = NUM_PLANES, kind: str = "fused", graphs: bool = True, channels_last: bool = True,
-                 check: bool = True):
+                 check: bool = True, canvas: bool = False):
         self.device = torch.device(device)
         if self.device.type != "cuda":
             raise ValueError(f"GraphRunner needs a CUDA device, got {device!r}")
@@ -292,14 +293,18 @@ class GraphRunner:
         self.check = check
         self.num_planes = num_planes
         self.sizes = tuple(sorted({(int(h), int(w)) for h, w in sizes}))
-        self.buckets = bucket_sizes(max_batch)
+        self.canvas = canvas
+        if canvas and kind == "eager":
+            raise ValueError("the canvas runner serves the fused (or compiled) net, not 'eager'")
+        # canvas: one graph per bucket for every size (merged batches are large: from 64)
+        self.buckets = bucket_sizes(max_batch, smallest=64) if canvas else bucket_sizes(max_batch)
         self.max_batch = self.buckets[-1]
         self.tol = tolerance_for(dtype, "cuda")
         self.stream = torch.cuda.Stream(self.device)  # capture and replay
         self.h2d = torch.cuda.Stream(self.device)
         self.d2h = torch.cuda.Stream(self.device)
         with torch.cuda.stream(self.stream):
-            self.net, self.fwd = inference_module(model, kind, dtype, self.device, channels_last)
+            self.net, self.fwd = inference_module(model, kind, dtype, self.device, channels_last, dynamic_batch=canvas)
             self.ref = copy.deepcopy(getattr(model, "_orig_mod", model)).float().eval().to(self.device)
         self.stream.synchronize()
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
@@ -312,6 +317,8 @@ class GraphRunner:
         self._next_ring = 0
         self._registered: list[tuple[int, int]] = []
         self._eager_sizes_logged: set = set()
+        self._masks: dict = {}  # canvas: (h, w) -> (1, 1, S, S) board mask on the device
+        self._check_set = None  # canvas self-check: (rows per size, positions, fp32 references)
 
     # ------------------------------------------------------------------ forward
     def _run(self, x_u8: torch.Tensor):
@@ -322,6 +329,27 @@ class GraphRunner:
         x = x_u8.to(dtype=self.dtype, memory_format=fmt)
         pol, val = self.fwd(x)
         return pol.float().flatten(1), torch_wdl_outputs(val, x.shape[2] * x.shape[3])
+
+    def _run_canvas(self, x_u8: torch.Tensor, mask: torch.Tensor):
+        """Canvas batch (n, C, S, S) uint8 and board mask (n, 1, S, S) on the device ->
+        (policy (n, S*S) f32 logits, meaningful on each board's cells; wdl (n, K) f32)."""
+        from nets.model import torch_wdl_outputs
+
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        x = x_u8.to(dtype=self.dtype, memory_format=fmt)
+        if self.kind == "compiled":  # one compile serves every bucket
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(mask, 0)
+        pol, val = self.fwd(x, mask)
+        return pol.float().flatten(1), torch_wdl_outputs(val, mask.flatten(1).float().sum(1))
+
+    def _mask(self, h: int, w: int) -> torch.Tensor:
+        m = self._masks.get((h, w))
+        if m is None:
+            from nets.canvas import board_mask
+
+            m = self._masks[(h, w)] = board_mask([(h, w)], CANVAS, self.device).to(self.dtype)
+        return m
 
     def _reference(self, x: np.ndarray):
         """Eager fp32 forward (TF32 off) of numpy uint8 planes -> numpy (policy, wdl)."""
@@ -338,15 +366,88 @@ class GraphRunner:
         """Capture (and self-check) every (size, bucket); logs the time taken."""
         t0 = time.perf_counter()
         if not self.use_graphs:  # eager serving: check each size once
+            if self.canvas and self.check:
+                self.check_canvas(self.buckets[min(3, len(self.buckets) - 1)])
+                return
             for h, w in self.sizes:
                 if self.check:
                     self.self_check(h, w, self.buckets[min(3, len(self.buckets) - 1)])
+            return
+        if self.canvas:
+            for b in self.buckets:
+                self._capture_canvas(b)
+            log.info("captured %d canvas CUDA graphs (every size, %d buckets) in %.1f s", len(self.graphs),
+                     len(self.buckets), time.perf_counter() - t0)
             return
         for h, w in self.sizes:
             for b in self.buckets:
                 self._capture(h, w, b)
         log.info("captured %d CUDA graphs (%d sizes x %d buckets) in %.1f s", len(self.graphs),
                  len(self.sizes), len(self.buckets), time.perf_counter() - t0)
+
+    def _capture_canvas(self, b: int) -> None:
+        t0 = time.perf_counter()
+        x = torch.zeros((b, self.num_planes, CANVAS, CANVAS), dtype=torch.uint8, device=self.device)
+        mask = torch.ones((b, 1, CANVAS, CANVAS), dtype=self.dtype, device=self.device)  # padding rows: area > 0
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.no_grad(), torch.cuda.stream(self.stream):
+            for _ in range(2):
+                self._run_canvas(x, mask)
+        self.stream.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(g, pool=self.pool, stream=self.stream):
+            pol, wdl = self._run_canvas(x, mask)
+        self.graphs[(0, 0, b)] = _Graph(g, x, pol, wdl, mask)
+        self.captures += 1
+        self.capture_seconds += time.perf_counter() - t0
+        if self.check:
+            self.check_canvas(b)
+
+    def check_canvas(self, b: int, seed: int | None = None) -> dict:
+        """Canvas: one batch of n = b - 3 random positions of every served size in turn (one
+        group per size, as the server submits them) through the serving path, each group
+        compared with the eager fp32 per-size forward; raises SelfCheckError on a mismatch.
+        Returns the worst errors."""
+        from nets.selfcheck import SelfCheckError, compare, random_planes
+
+        sizes = self.sizes or DEFAULT_SIZES
+        n = max(len(sizes), b - 3 if b > 8 else b)
+        counts = [n // len(sizes) + (i < n % len(sizes)) for i in range(len(sizes))]
+        if seed is not None or self._check_set is None or self._check_set[0] < max(counts):
+            # positions and their fp32 references, once per weights (the reference forward on
+            # new shapes is what a check costs; a rotating offset varies the rows per bucket)
+            m = max(max(counts), self.max_batch // len(sizes) + 1)
+            pos = [random_planes(m, self.num_planes, h, w, seed=(seed or 0) * 100 + i) for i, (h, w) in enumerate(sizes)]
+            self._check_set = (m, pos, [self._reference(x) for x in pos])
+        m, pos, refs_all = self._check_set
+        groups, refs = [], []
+        for i, k in enumerate(counts):
+            if k == 0:
+                continue
+            h, w = sizes[i]
+            start = (b * 7 + i) % (m - k + 1)
+            pol = np.empty((k, h * w), np.float32)
+            wdl = np.empty((k, self.value_width), np.float32)
+            groups.append((h, w, [pos[i][start:start + k]], [(pol, wdl)]))
+            refs.append((refs_all[i][0][start:start + k], refs_all[i][1][start:start + k]))
+        self.complete(self.submit_groups(groups))
+        worst = {"policy_rel": 0.0, "wdl_abs": 0.0}
+        what = f"canvas {'CUDA graph' if (0, 0, b) in self.graphs else 'eager'} ({self.kind}, {self.dtype})"
+        for (h, w, _, [(pol, wdl)]), (ref_pol, ref_wdl) in zip(groups, refs):
+            err = compare(pol, wdl, ref_pol, ref_wdl)
+            if not (np.isfinite(ref_pol).all() and np.isfinite(ref_wdl).all()):
+                raise SelfCheckError(f"{what}: the eager fp32 reference itself is not finite on {h}x{w}")
+            if not (err["finite"] and err["policy_rel"] <= self.tol.policy_rel and err["wdl_abs"] <= self.tol.wdl_abs):
+                raise SelfCheckError(
+                    f"{what} on {self.device} disagrees with the eager fp32 forward on {h}x{w} in a mixed "
+                    f"batch of {n} (bucket {b}): policy_rel {err['policy_rel']:.3g} (tolerance "
+                    f"{self.tol.policy_rel}), wdl_abs {err['wdl_abs']:.3g} (tolerance {self.tol.wdl_abs}), "
+                    f"finite {err['finite']}")
+            for k in worst:
+                worst[k] = max(worst[k], err[k])
+        out = {"size": "canvas", "bucket": b, **worst, "finite": True}
+        self.checks.append(out)
+        return out
 
     def _capture(self, h: int, w: int, b: int) -> None:
         t0 = time.perf_counter()
@@ -389,7 +490,9 @@ class GraphRunner:
             load_inference_weights(self.net, model)
             load_inference_weights(self.ref, model)
         self.stream.synchronize()
-        if self.check and self.sizes:
+        if self.check and self.canvas:
+            self.check_canvas(self.buckets[min(3, len(self.buckets) - 1)], seed=int(time.time()) % 1000)
+        elif self.check and self.sizes:
             h, w = self.sizes[-1]
             self.self_check(h, w, self.buckets[min(3, len(self.buckets) - 1)], seed=int(time.time()) % 1000)
 
@@ -429,13 +532,23 @@ class GraphRunner:
 
     # ------------------------------------------------------------------ serving
     def submit(self, height: int, width: int, inputs: list, outputs: list) -> Ticket:
+        """Enqueue one batch of one board size and return at once (:meth:`submit_groups`)."""
+        return self.submit_groups([(height, width, inputs, outputs)])
+
+    def submit_groups(self, groups: list) -> Ticket:
         """Enqueue one batch and return at once.
 
-        inputs: numpy uint8 arrays (n_i, C, H, W); outputs: matching (policy (n_i, H*W)
-        float32, wdl (n_i, K) float32, K = ``value_width``) numpy arrays, written by :meth:`complete`. The
-        inputs must stay unchanged until then. At most PIPELINE_DEPTH tickets in flight."""
-        h, w = height, width
-        n = sum(len(a) for a in inputs)
+        groups: (H, W, inputs, outputs) per board size, in order: inputs numpy uint8 arrays
+        (n_i, C, H, W); outputs matching (policy (n_i, H*W) float32, wdl (n_i, K) float32,
+        K = ``value_width``) numpy arrays, written by :meth:`complete`. A per-size runner takes
+        one group; a canvas runner any number (one forward for all). The inputs must stay
+        unchanged until then. At most PIPELINE_DEPTH tickets in flight."""
+        if not groups:
+            raise ValueError("an empty batch")
+        if not self.canvas and len(groups) != 1:
+            raise ValueError(f"a per-size runner takes one board size per batch, got {len(groups)}")
+        sizes = [(int(h), int(w), sum(len(a) for a in inputs)) for h, w, inputs, _ in groups]
+        n = sum(k for _, _, k in sizes)
         b = choose_bucket(self.buckets, n)
         r = self._next_ring
         ring = self.rings[r]
@@ -443,12 +556,16 @@ class GraphRunner:
             raise RuntimeError(f"more than {PIPELINE_DEPTH} batches in flight")
         self._next_ring = (r + 1) % len(self.rings)
         ring.busy = True
-        cells = self.num_planes * h * w
+        inputs = [a for g in groups for a in g[2]]
+        outputs = [o for g in groups for o in g[3]]
         direct = bool(self._registered) and all(self._is_registered(a) for a in inputs) and all(
             self._is_registered(p) and self._is_registered(q) for p, q in outputs)
+        vw = self.value_width
+        cells_in = sum(k * self.num_planes * h * w for h, w, k in sizes)
+        cells_out = sum(k * h * w for h, w, k in sizes)
         try:
             # 1. host -> device staging (H2D stream), once compute has read the previous use
-            src = ring.dev_in[: n * cells]
+            src = ring.dev_in[:cells_in]
             with torch.cuda.stream(self.h2d):
                 self.h2d.wait_event(ring.in_free)
                 off = 0
@@ -461,52 +578,91 @@ class GraphRunner:
                     for a in inputs:
                         host[off:off + a.size] = a.reshape(-1)
                         off += a.size
-                    src.copy_(ring.host_in[: n * cells], non_blocking=True)
+                    src.copy_(ring.host_in[:cells_in], non_blocking=True)
                 ring.h2d_done.record(self.h2d)
             # 2. replay (compute stream); outputs copied out before any other replay
-            pol_out = ring.dev_pol[: n * h * w].view(n, h * w)
-            vw = self.value_width
+            pol_out = ring.dev_pol[:cells_out]
             wdl_out = ring.dev_wdl[: n * vw].view(n, vw)
             with torch.no_grad(), torch.cuda.stream(self.stream):
                 self.stream.wait_event(ring.h2d_done)
                 self.stream.wait_event(ring.d2h_done)  # dev_pol/dev_wdl read by the previous D2H
-                x = src.view(n, self.num_planes, h, w)
-                g = self.graphs.get((h, w, b))
-                if g is not None:
-                    g.x[:n].copy_(x)
-                    ring.in_free.record(self.stream)
-                    g.graph.replay()
-                    pol, wdl = g.pol[:n], g.wdl[:n]
+                if self.canvas:
+                    pol, wdl = self._forward_canvas(ring, src, sizes, b)
                 else:
-                    if (h, w) not in self._eager_sizes_logged:
-                        self._eager_sizes_logged.add((h, w))
-                        log.warning("no CUDA graphs for %dx%d: running it eagerly", h, w)
-                    xb = torch.zeros((b, self.num_planes, h, w), dtype=torch.uint8, device=self.device)
-                    xb[:n].copy_(x)  # bucket shapes only: cuDNN autotunes each shape once
-                    ring.in_free.record(self.stream)
-                    pol, wdl = self._run(xb)
-                    pol, wdl = pol[:n], wdl[:n]
-                pol_out.copy_(pol)
+                    pol, wdl = self._forward_size(ring, src, sizes[0], b)
+                    pol_out.view(n, -1).copy_(pol)
+                if self.canvas:  # each size's board cells, in order
+                    pol = pol.view(-1, CANVAS, CANVAS)
+                    row = poff = 0
+                    for h, w, k in sizes:
+                        pol_out[poff:poff + k * h * w].view(k, h, w).copy_(pol[row:row + k, :h, :w])
+                        row += k
+                        poff += k * h * w
                 wdl_out.copy_(wdl)
                 ring.out_ready.record(self.stream)
             # 3. device -> host (D2H stream)
             with torch.cuda.stream(self.d2h):
                 self.d2h.wait_event(ring.out_ready)
                 if direct:
-                    off = 0
+                    row = poff = 0
                     for p, q in outputs:
                         k = len(p)
-                        torch.from_numpy(p.reshape(-1)).copy_(pol_out[off:off + k].reshape(-1), non_blocking=True)
-                        torch.from_numpy(q.reshape(-1)).copy_(wdl_out[off:off + k].reshape(-1), non_blocking=True)
-                        off += k
+                        torch.from_numpy(p.reshape(-1)).copy_(pol_out[poff:poff + p.size], non_blocking=True)
+                        torch.from_numpy(q.reshape(-1)).copy_(wdl_out[row:row + k].reshape(-1), non_blocking=True)
+                        row += k
+                        poff += p.size
                 else:
-                    ring.host_pol[: n * h * w].copy_(pol_out.reshape(-1), non_blocking=True)
+                    ring.host_pol[:cells_out].copy_(pol_out, non_blocking=True)
                     ring.host_wdl[: n * vw].copy_(wdl_out.reshape(-1), non_blocking=True)
                 ring.d2h_done.record(self.d2h)
         except Exception:
             ring.busy = False
             raise
-        return Ticket(r, n, h, w, direct, outputs)
+        return Ticket(r, n, direct, [(h, w, outs) for (h, w, _), (_, _, _, outs) in zip(sizes, groups)])
+
+    def _forward_size(self, ring, src, size, b):
+        """Per-size replay (or eager forward) of the staged batch -> (policy, wdl) rows [:n]."""
+        h, w, n = size
+        x = src.view(n, self.num_planes, h, w)
+        g = self.graphs.get((h, w, b))
+        if g is not None:
+            g.x[:n].copy_(x)
+            ring.in_free.record(self.stream)
+            g.graph.replay()
+            return g.pol[:n], g.wdl[:n]
+        if (h, w) not in self._eager_sizes_logged:
+            self._eager_sizes_logged.add((h, w))
+            log.warning("no CUDA graphs for %dx%d: running it eagerly", h, w)
+        xb = torch.zeros((b, self.num_planes, h, w), dtype=torch.uint8, device=self.device)
+        xb[:n].copy_(x)  # bucket shapes only: cuDNN autotunes each shape once
+        ring.in_free.record(self.stream)
+        pol, wdl = self._run(xb)
+        return pol[:n], wdl[:n]
+
+    def _forward_canvas(self, ring, src, sizes, b):
+        """Canvas: lay each size's staged positions into the bucket's canvas (their board's
+        corner; whatever lies off the board is masked in the net), set their masks, replay
+        (or run eagerly without graphs) -> (policy (n, S*S), wdl (n, K)) rows [:n]."""
+        n = sum(k for _, _, k in sizes)
+        g = self.graphs.get((0, 0, b))
+        if g is not None:
+            x, mask = g.x, g.mask
+        else:
+            x = torch.zeros((b, self.num_planes, CANVAS, CANVAS), dtype=torch.uint8, device=self.device)
+            mask = torch.ones((b, 1, CANVAS, CANVAS), dtype=self.dtype, device=self.device)
+        row = off = 0
+        for h, w, k in sizes:
+            c = k * self.num_planes * h * w
+            x[row:row + k, :, :h, :w].copy_(src[off:off + c].view(k, self.num_planes, h, w))
+            mask[row:row + k].copy_(self._mask(h, w).expand(k, -1, -1, -1))
+            row += k
+            off += c
+        ring.in_free.record(self.stream)
+        if g is not None:
+            g.graph.replay()
+            return g.pol[:n], g.wdl[:n]
+        pol, wdl = self._run_canvas(x, mask)
+        return pol[:n], wdl[:n]
 
     def complete(self, t: Ticket) -> None:
         """Wait for ticket `t` and leave its results in its output arrays."""
@@ -514,16 +670,17 @@ class GraphRunner:
         try:
             ring.d2h_done.synchronize()
             if not t.direct:
-                hw = t.height * t.width
-                pol = ring.host_pol.numpy()[: t.n * hw].reshape(t.n, hw)
+                pol = ring.host_pol.numpy()
                 vw = self.value_width
                 wdl = ring.host_wdl.numpy()[: t.n * vw].reshape(t.n, vw)
-                off = 0
-                for p, q in t.outputs:
-                    k = len(p)
-                    p[...] = pol[off:off + k].reshape(p.shape)
-                    q[...] = wdl[off:off + k]
-                    off += k
+                row = poff = 0
+                for _, _, outputs in t.segments:
+                    for p, q in outputs:
+                        k = len(p)
+                        p[...] = pol[poff:poff + p.size].reshape(p.shape)
+                        q[...] = wdl[row:row + k]
+                        row += k
+                        poff += p.size
         finally:
             ring.busy = False
 

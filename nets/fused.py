@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nets.canvas import masked_global_pool
 from nets.config import NetConfig
 from nets.model import global_pool
 
@@ -64,14 +65,17 @@ class _Inner(nn.Module):
         self.glin = nn.Linear(3 * c_gpool, self.c_mid, bias=False) if c_gpool else None
         self.conv2 = nn.Conv2d(self.c_mid, m, 3, padding=1, bias=False)
 
-    def forward(self, h):
-        y = self.conv1(_affine_relu(h, self.n1_s, self.n1_t))
+    def forward(self, h, mask=None, area=None):
+        u = _affine_relu(h, self.n1_s, self.n1_t)
+        y = self.conv1(u if mask is None else u * mask)
         if self.c_gpool:
-            g = global_pool(F.relu(y[:, self.c_mid:]))
+            r = F.relu(y[:, self.c_mid:])
+            g = global_pool(r) if mask is None else masked_global_pool(r, mask, area).to(r.dtype)
             a = y[:, : self.c_mid] + self.glin(g)[:, :, None, None]
         else:
             a = y
-        return h + self.conv2(a.relu_())
+        a = a.relu_()
+        return h + self.conv2(a if mask is None else a * mask)
 
 
 class _Block(nn.Module):
@@ -85,11 +89,12 @@ class _Block(nn.Module):
         self.register_buffer("out_t", torch.zeros(1, m, 1, 1))
         self.expand = nn.Conv2d(m, c, 1, bias=False)
 
-    def forward(self, x):
+    def forward(self, x, mask=None, area=None):
         h = self.reduce(_affine_relu(x, self.in_s, self.in_t))
         for blk in self.inner:
-            h = blk(h)
-        return x + self.expand(_affine_relu(h, self.out_s, self.out_t))
+            h = blk(h, mask, area)
+        y = x + self.expand(_affine_relu(h, self.out_s, self.out_t))
+        return y if mask is None else y * mask
 
 
 class FusedNet(nn.Module):
@@ -182,17 +187,34 @@ class FusedNet(nn.Module):
         for k, t in d.items():
             own[k].copy_(t.reshape(own[k].shape))
 
-    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = planes if planes.dtype == self.input_conv.weight.dtype else planes.to(self.input_conv.weight.dtype)
-        x = self.input_conv(x)
+    def forward(self, planes: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """planes (B, C, H, W) -> (policy logits (B, H, W), value logits (B, 3 or 4)).
+
+        With `mask` ((B, 1, S, S) board mask of the canvas, :mod:`nets.canvas`): `planes` is
+        a (B, C, S, S) canvas batch of any sizes and the forward is :class:`nets.canvas.CanvasNet`'s
+        (3x3 conv inputs and the residual stream zero off the board, masked global pooling);
+        only the board's policy cells are meaningful."""
+        dt = self.input_conv.weight.dtype
+        x = planes if planes.dtype == dt else planes.to(dt)
+        area = None
+        if mask is not None:
+            mask = mask.to(dt)
+            area = mask.float().sum(dim=(1, 2, 3))
+            x = self.input_conv(x * mask) * mask
+        else:
+            x = self.input_conv(x)
         for blk in self.blocks:
-            x = blk(x)
+            x = blk(x, mask, area)
         x = _affine_relu(x, self.trunk_s, self.trunk_t)
         y = self.heads(x)
         p = self.p
-        a = y[:, :p] + self.p_glin(global_pool(F.relu(y[:, p:2 * p])))[:, :, None, None]
+
+        def pool(t):
+            return global_pool(t) if mask is None else masked_global_pool(t, mask, area).to(t.dtype)
+
+        a = y[:, :p] + self.p_glin(pool(F.relu(y[:, p:2 * p])))[:, :, None, None]
         policy = self.p_out(a.relu_())[:, 0]
-        v = global_pool(F.relu(y[:, 2 * p:]))
+        v = pool(F.relu(y[:, 2 * p:]))
         value = self.v_fc2(F.relu(self.v_fc1(v)))
         return policy, value
 

@@ -40,14 +40,16 @@ from nets.config import NetConfig
 __all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
 
 
-def torch_wdl_outputs(value: torch.Tensor, cells: int) -> torch.Tensor:
+def torch_wdl_outputs(value: torch.Tensor, cells) -> torch.Tensor:
     """Value logits (B, 3) -> (win, draw, loss) probabilities (B, 3) (``torch.softmax``, as
     always); (B, 4) -> (B, 4): the softmax of the first 3 and the moves-left estimate in
-    plies, ``relu(m) * cells`` (`cells`: H * W). float32."""
+    plies, ``relu(m) * cells`` (`cells`: H * W, or a (B,) tensor of each position's own
+    board cells on the canvas). float32."""
     value = value.float()
     if value.shape[1] == 3:
         return torch.softmax(value, dim=1)
-    return torch.cat([torch.softmax(value[:, :3], dim=1), value[:, 3:].relu() * float(cells)], dim=1)
+    scale = cells.float()[:, None] if torch.is_tensor(cells) else float(cells)
+    return torch.cat([torch.softmax(value[:, :3], dim=1), value[:, 3:].relu() * scale], dim=1)
 
 
 def global_pool(x: torch.Tensor) -> torch.Tensor:

@@ -79,6 +79,32 @@ def test_canvas_forward_equals_the_per_size_forward(net_name, seed, sizes):
             i += n
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(net_name=st.sampled_from(sorted(NETS) + ["cpu_small_ml"]), seed=st.integers(0, 10_000),
+       sizes=st.lists(st.sampled_from(SIZES), min_size=1, max_size=6))
+def test_fused_canvas_forward_equals_the_per_size_forward_whatever_lies_off_the_board(net_name, seed, sizes):
+    """The server's canvas forward (BN-folded FusedNet with a mask): stale 0/1 planes off the
+    board (a served canvas is not cleared between batches) change nothing on it."""
+    from nets.fused import FusedNet
+
+    net = _randomised(NETS[net_name] if net_name in NETS else get_preset(net_name), seed)
+    rng = np.random.default_rng(seed)
+    batches = [_positions(h, w, int(rng.integers(1, 4)), rng) for h, w in sizes]
+    x, mask, _ = to_canvas(batches)
+    stale = torch.from_numpy(rng.integers(0, 2, x.shape).astype(np.float32))
+    x = torch.where(mask.bool(), x, stale)
+    with torch.no_grad():
+        pol, val = FusedNet.from_model(net)(x, mask)
+        i = 0
+        for b in batches:
+            ref_pol, ref_val = net(torch.from_numpy(b))
+            h, w = b.shape[2:]
+            n = len(b)
+            assert torch.allclose(pol[i:i + n, :h, :w], ref_pol, atol=1e-5, rtol=0), (h, w)
+            assert torch.allclose(val[i:i + n], ref_val, atol=1e-5, rtol=0), (h, w)
+            i += n
+
+
 @pytest.mark.parametrize("h, w", [(9, 12), (12, 12), (6, 7), (10, 9)])
 def test_masked_train_mode_batch_norm_on_one_size_equals_the_per_size_net(h, w):
     net = _randomised(get_preset("cpu_small"), 3).train()

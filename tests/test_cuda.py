@@ -155,8 +155,8 @@ def test_servers_on_two_devices_each_answer_with_their_own_net(servers):
             model, _, _ = load_model(cfg, torch.device("cpu"))
             assert_close(answers[-1], reference(model, x))
         assert compare(*answers[0], *answers[1])["policy_rel"] > 0.5  # two different nets
-    for c in clients:
-        assert c.global_hdr[q.G_CAPTURES] == len(sizes) * len(bucket_sizes(512))
+    for c in clients:  # canvas servers (the default): one graph per bucket for every size
+        assert c.global_hdr[q.G_CAPTURES] == len(bucket_sizes(512, smallest=64))
 
 
 def test_hot_reload_copies_weights_without_recapture(servers, tmp_path):
@@ -168,7 +168,7 @@ def test_hot_reload_copies_weights_without_recapture(servers, tmp_path):
     x = random_planes(250, c4fast.NUM_PLANES, 10, 11)
     assert_close(c.evaluate(x), reference(m1, x))
     captures = int(c.global_hdr[q.G_CAPTURES])
-    assert captures == len(bucket_sizes(256))
+    assert captures == len(bucket_sizes(256, smallest=64))
     save_checkpoint(tmp_path / checkpoint_name(2), m2, m2.config, 2)
     deadline = time.monotonic() + 60
     while c.model_version != 2 and time.monotonic() < deadline:
@@ -177,6 +177,91 @@ def test_hot_reload_copies_weights_without_recapture(servers, tmp_path):
     assert c.model_version == 2
     assert_close(c.evaluate(x), reference(m2, x))
     assert int(c.global_hdr[q.G_CAPTURES]) == captures
+
+
+def test_canvas_graphs_match_the_per_size_fp32_forward_in_mixed_batches():
+    """One canvas graph per bucket serves every size: mixed batches (groups of several sizes,
+    stale canvas contents from the previous batch) match each size's eager fp32 forward."""
+    model = perturbed_model("b3c128nbt", 6)
+    sizes = ((12, 12), (9, 10), (11, 9), (6, 7))
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=1024, canvas=True)
+    runner.capture_all()  # each capture self-checked on a mixed batch
+    assert len(runner.graphs) == len(runner.buckets) == len(bucket_sizes(1024, smallest=64))
+    for b in runner.buckets:
+        groups, xs = [], []
+        for i, (h, w) in enumerate(sizes):
+            k = max(1, (b - 5) // len(sizes) - i)
+            x = random_planes(k, c4fast.NUM_PLANES, h, w, seed=b + i)
+            xs.append(x)
+            groups.append((h, w, [x], [(np.empty((k, h * w), np.float32), np.empty((k, 3), np.float32))]))
+        runner.complete(runner.submit_groups(groups))
+        for (h, w, _, [(pol, wdl)]), x in zip(groups, xs):
+            assert_close((pol, wdl), reference(model, x))
+
+
+def test_canvas_graphs_carry_the_moves_left_output_in_each_boards_plies():
+    from nets.model import torch_wdl_outputs
+
+    model = perturbed_model("cpu_small_ml", 3)
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=((12, 12), (9, 10)), max_batch=128, canvas=True)
+    runner.capture_all()
+    for h, w in ((12, 12), (9, 10)):
+        x = random_planes(50, c4fast.NUM_PLANES, h, w, seed=h)
+        pol, wdl = runner.run_sync(x)
+        m = model.to("cuda:0").float().eval()
+        with torch.no_grad(), exact_fp32():
+            rp, rv = m(torch.from_numpy(x).to("cuda:0").float())
+        assert_close((pol, wdl), (rp.flatten(1).cpu().numpy(), torch_wdl_outputs(rv, h * w).cpu().numpy()))
+
+
+def test_a_canvas_server_merges_clients_of_different_sizes(servers):
+    sizes = ((12, 12), (9, 10), (10, 12))
+    cfg = ServerConfig(device="cuda:0", preset="b3c128nbt", seed=3, sizes=sizes, max_forward_batch=1024)
+    sq = servers(cfg, slots=3)
+    model, _, _ = load_model(cfg, torch.device("cpu"))
+    clients = [q.InferenceClient(sq.handles, i, start_timeout=600) for i in range(3)]
+    xs = [random_planes(300, c4fast.NUM_PLANES, h, w, seed=i) for i, (h, w) in enumerate(sizes)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i):  # concurrent requests of three sizes: served in merged canvas batches
+        out = []
+        for _ in range(20):
+            pol, wdl = clients[i].evaluate(xs[i])
+            out.append((pol.reshape(len(xs[i]), -1).copy(), wdl.copy()))
+        return out
+
+    with ThreadPoolExecutor(3) as ex:
+        answers = list(ex.map(ask, range(3)))
+    for x, outs in zip(xs, answers):
+        ref = reference(model, x)
+        for got in outs:
+            assert_close(got, ref)
+    assert clients[0].global_hdr[q.G_CAPTURES] == len(bucket_sizes(1024, smallest=64))
+
+
+def test_padded_train_step_synchronises_once_on_cuda(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_train import make_shards
+
+    from nets.replay import ReplayWindow
+    from nets.shards import list_shards
+    from nets.train import TrainConfig, Trainer
+
+    make_shards(tmp_path / "d", games=8, sizes=((6, 7), (9, 9), (12, 12)))
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path / "d"]))
+    tr = Trainer(TrainConfig(preset="b3c128nbt", per_size=32, device="cuda", padded=True), str(tmp_path / "t"))
+    tr.train_step(win)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = tr.train_step(win)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) <= 1, [str(w.message) for w in syncs]
+    assert np.isfinite(m["loss"])
 
 
 def test_train_step_synchronises_once_on_cuda(tmp_path):

@@ -328,6 +328,31 @@ def test_a_padded_step_trains_every_size_in_one_pass(tmp_path):
     assert first["sizes"] == 4 and last["loss"] < first["loss"] and np.isfinite(last["loss"])
 
 
+def test_a_compiled_padded_step_trains_as_the_eager_one(tmp_path):
+    """TrainConfig.compile: torch.compile'd canvas forward/backward gives the eager padded
+    step's losses and weights (fp32), also after the window grows a size (a new batch size)."""
+    make_shards(tmp_path / "a", games=4, sizes=((6, 7), (9, 9)), per_shard=40)
+    make_shards(tmp_path / "b", games=4, sizes=((12, 10),), per_shard=40)
+    out = []
+    for compiled in (False, True):
+        win = ReplayWindow()
+        win.update(list_shards([tmp_path / "a"]))
+        tr = Trainer(TrainConfig(preset="tiny", per_size=8, seed=5, device="cpu", padded=True, compile=compiled,
+                                 precision="fp32"), str(tmp_path / f"t{compiled}"))
+        metrics = [tr.train_step(win) for _ in range(2)]
+        win.update(list_shards([tmp_path / "a", tmp_path / "b"]))
+        metrics += [tr.train_step(win) for _ in range(2)]
+        out.append((metrics, tr.model.state_dict()))
+    (m_ref, w_ref), (m_c, w_c) = out
+    assert [m["sizes"] for m in m_c] == [2, 2, 3, 3]
+    for a, b in zip(m_ref, m_c):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
+    for k in w_ref:
+        torch.testing.assert_close(w_c[k].float(), w_ref[k].float(), rtol=1e-3, atol=1e-4, msg=k)
+    with pytest.raises(ValueError, match="padded"):
+        TrainConfig(compile=True)
+
+
 def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None):
     """Reference: per-row CE of softmax(val) against (1-mix)*hard + mix*root_wdl, summed;
     hard is the outcome's one-hot, for a decided game with the share

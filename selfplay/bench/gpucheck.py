@@ -1,28 +1,33 @@
 """`python -m selfplay.bench.gpucheck`: the GPU acceptance check, one JSON line per result.
 
 Without CUDA it prints one line saying so and exits 0 (CI runs it). With CUDA, on
-``cuda:0`` (and ``cuda:1`` when present), in about 15 minutes (7 of them the self-play figure):
+``cuda:0`` (and ``cuda:1`` when present), in about 8 minutes (``--only`` picks steps;
+docs/benchmarks/gpu_h200_2026-11-27.md has a run split into three commands):
 
 correctness (the first failure prints ``"ok": false`` with the reason and exits 1)
-  1. ``graphs``: every Saiblo size x batch bucket captured as the server does it and
-     self-checked against the eager fp32 forward (:mod:`nets.selfcheck`, tolerances
-     printed), on a net with perturbed weights and BatchNorm statistics;
+  1. ``canvas_graphs``: one canvas graph per batch bucket serving every Saiblo size
+     (:mod:`nets.canvas`), each self-checked on a mixed batch of all sizes against the
+     per-size eager fp32 forward (:mod:`nets.selfcheck`), on a net with perturbed weights and
+     BatchNorm statistics; ``capture_s`` is the server's start-up capture;
   2. ``servers``: two server processes (on ``cuda:0`` and ``cuda:1``, or both on
      ``cuda:0`` with one GPU), each pinned through its own ``CUDA_VISIBLE_DEVICES``
      entry, answering real shared-memory requests that match the eager fp32 forward;
-  3. ``hot_reload``: a newer checkpoint in the followed directory is served with no
-     re-capture (the server's capture counter is unchanged) and its answers match.
+     ``hot_reload``: a newer checkpoint in the followed directory is served with no
+     re-capture (the server's capture counter is unchanged) and its answers match;
+  3. with ``--per-size``, ``graphs``: the per-size path (``--no-canvas``), every size x bucket.
 
 figures (``"bench"`` lines; evals = positions evaluated; peak fractions use the dense
-bf16 tensor-core peak of the device and the net's conv/linear FLOPs,
-:func:`nets.fused.flops_per_eval`)
-  4. ``graph_replay``: raw replays per size and bucket (no host copies), evals/s;
-  5. ``forward_kinds``: eager vs BN-folded vs torch.compile'd graphs on 12x12;
-  6. ``server``: evals/s through shared memory with host copies, several clients;
+bf16 tensor-core peak of the device and the net's conv/linear FLOPs on each position's own
+board, :func:`nets.fused.flops_per_eval`)
+  4. ``canvas_replay``: raw canvas replays per bucket (no host copies), evals/s;
+  5. ``canvas_kinds``: BN-folded vs torch.compile'd canvas graphs (and their compile time);
+  6. ``server``: evals/s through shared memory with host copies, 8 clients of 8 sizes;
   7. ``selfplay``: ``selfplay.generation.run --gpus 1`` end to end with b3c128nbt and all usable
-     cores: evals/s, playouts/s, samples/s (whole run and steady state);
-  8. ``train``: trainer samples/s (bf16 autocast, 16 sizes per step);
-  9. ``memory``: GPU memory of one server's graphs and of the device.
+     cores: evals/s, playouts/s, samples/s (whole run and steady state), mean forward batch;
+  8. ``train``: trainer samples/s per kind (per-size passes, padded canvas, padded compiled) and
+     the host's share (``sample_ms``);
+  9. ``memory``: GPU memory of one server's graphs; with ``--per-size`` also
+     ``graph_replay``, ``forward_kinds`` and ``server_per_size`` (the per-size path's figures).
 """
 
 from __future__ import annotations
@@ -124,6 +129,67 @@ def check_graphs(preset: str, sizes, max_batch: int):
            "worst_wdl_abs": round(max(c["wdl_abs"] for c in runner.checks), 5),
            "capture_s": round(runner.capture_seconds, 1), "seconds": round(time.perf_counter() - t0, 1)})
     return runner
+
+
+def check_canvas_graphs(preset: str, sizes, max_batch: int):
+    """1. (canvas) Capture one graph per batch bucket for every size at once, each
+    self-checked on a mixed batch of all `sizes` against the per-size eager fp32 forward;
+    returns the runner. ``capture_s`` is the server's start-up capture."""
+    from nets.cuda_runner import GraphRunner
+
+    model = perturbed_model(preset, 0)
+    t0 = time.perf_counter()
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max_batch, canvas=True)
+    runner.capture_all()
+    _emit({"check": "canvas_graphs", "ok": True, "preset": preset, "graphs": len(runner.graphs),
+           "sizes": len(runner.sizes), "buckets": list(runner.buckets),
+           "self_checks": len(runner.checks), "tolerance": vars(runner.tol),
+           "worst_policy_rel": round(max(c["policy_rel"] for c in runner.checks), 5),
+           "worst_wdl_abs": round(max(c["wdl_abs"] for c in runner.checks), 5),
+           "capture_s": round(runner.capture_seconds, 1), "seconds": round(time.perf_counter() - t0, 1)})
+    return runner
+
+
+def bench_canvas_replay(runner, seconds: float, peak, sizes) -> None:
+    """4. (canvas) Raw replays per bucket (no host copies): evals/s, the share of the bf16
+    peak in useful FLOPs (each position's own board, the Saiblo mix) and in the canvas's
+    12x12 FLOPs (what the GPU computes)."""
+    from nets.fused import flops_per_eval
+
+    rates = {b: round(b * runner.replay_rate(0, 0, b, seconds)) for b in runner.buckets}
+    best = max(rates, key=rates.get)
+    _emit({"bench": "canvas_replay", "evals_per_s": rates, "best_bucket": best, "best_evals_per_s": rates[best],
+           "bf16_peak_fraction": peak_fraction(rates[best], mean_flops(runner.config, sizes), peak),
+           "bf16_peak_fraction_canvas": peak_fraction(rates[best], flops_per_eval(runner.config, 12, 12), peak)})
+
+
+def bench_canvas_kinds(preset: str, seconds: float, peak, sizes, buckets=(2048, 8192)) -> None:
+    """5. (canvas) BN-folded vs torch.compile'd canvas graphs (fused elementwise work):
+    replays per second of the largest buckets, each self-checked on a mixed batch; the
+    compile time is reported too."""
+    from nets.config import get_preset
+    from nets.cuda_runner import GraphRunner
+
+    model = perturbed_model(preset, 0)
+    out: dict = {}
+    for kind in ("fused", "compiled"):
+        try:
+            t0 = time.perf_counter()
+            r = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max(buckets), kind=kind,
+                            canvas=True)
+            out[kind] = {}
+            for b in buckets:
+                r._capture_canvas(b)  # includes the mixed-size self-check
+                out[kind][b] = round(b * r.replay_rate(0, 0, b, seconds))
+            out[kind]["capture_s"] = round(time.perf_counter() - t0, 1)
+            del r
+        except Exception as e:  # noqa: BLE001 - a figure, not a check (e.g. no Triton for compile)
+            out[kind] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        torch.cuda.empty_cache()
+    ok = {k: v[max(buckets)] for k, v in out.items() if max(buckets) in v}
+    best = max(ok, key=ok.get) if ok else None
+    _emit({"bench": "canvas_kinds", "evals_per_s": out, "fastest": best,
+           "bf16_peak_fraction": peak_fraction(ok[best], mean_flops(get_preset(preset), sizes), peak) if best else None})
 
 
 def _reference(model, x: np.ndarray):
@@ -266,8 +332,9 @@ def _bench_client(handles, slot, h, w, batch, seconds, out_q):
 
 
 def bench_server(preset: str, seconds: float, peak, clients: int = 6, batch: int = 2048,
-                 size=(12, 12)) -> None:
-    """6. evals/s through the server with host copies (clients in their own processes)."""
+                 sizes=((12, 12),), canvas: bool = True, forward: str = "auto") -> None:
+    """6. evals/s through the server with host copies (clients in their own processes, client
+    i on board ``sizes[i % len(sizes)]``; a canvas server merges their sizes)."""
     from nets import shm_queue as q
     from nets.config import get_preset
     from nets.fused import flops_per_eval
@@ -275,22 +342,28 @@ def bench_server(preset: str, seconds: float, peak, clients: int = 6, batch: int
 
     ctx = mp.get_context("spawn")
     sq = q.SharedQueue(ctx, clients, batch, c4fast.NUM_PLANES)
-    cfg = ServerConfig(device="cuda:0", preset=preset, sizes=(size,), max_forward_batch=2 * batch)
+    cfg = ServerConfig(device="cuda:0", preset=preset, sizes=tuple(sizes), canvas=canvas, forward=forward,
+                       max_forward_batch=clients * batch if canvas else 2 * batch)
+    t_start = time.perf_counter()
     proc = start_server(ctx, sq.handles, cfg, name="gpucheck-bench-server")
     out_q = ctx.Queue()
-    cps = [ctx.Process(target=_bench_client, args=(sq.handles, s, *size, batch, seconds, out_q))
+    cps = [ctx.Process(target=_bench_client, args=(sq.handles, s, *sizes[s % len(sizes)], batch, seconds, out_q))
            for s in range(clients)]
     try:
         for p in cps:
             p.start()
-        res = [out_q.get(timeout=900) for _ in range(2 * clients)]
+        res = [out_q.get(timeout=900) for _ in range(clients)]  # every client ready: the server is up
+        startup = time.perf_counter() - t_start
+        res += [out_q.get(timeout=900) for _ in range(clients)]
         done = [r for r in res if r[0] == "done"]
         n = sum(r[1] for r in done)
         dt = max(r[2] for r in done)
         eps = n / dt
-        _emit({"bench": "server", "board": f"{size[0]}x{size[1]}", "clients": clients, "batch": batch,
-               "evals_per_s": round(eps),
-               "bf16_peak_fraction": peak_fraction(eps, flops_per_eval(get_preset(preset), *size), peak)})
+        used = [sizes[i % len(sizes)] for i in range(clients)]
+        flops = float(np.mean([flops_per_eval(get_preset(preset), *hw) for hw in used]))
+        _emit({"bench": "server", "boards": sorted({f"{h}x{w}" for h, w in used}), "canvas": canvas, "forward": forward,
+               "clients": clients, "batch": batch, "evals_per_s": round(eps), "startup_s": round(startup, 1),
+               "bf16_peak_fraction": peak_fraction(eps, flops, peak)})
     finally:
         for p in cps:
             p.join(30)
@@ -324,7 +397,8 @@ def steady_rates(stdout: str) -> dict | None:
             "evals_per_s": round((e2 * t2 - e1 * t1) / (t2 - t1))}
 
 
-def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") -> None:
+def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt", canvas: bool = True,
+                   forward: str = "auto") -> None:
     """7. selfplay.generation.run --gpus 1 end to end ('seconds' include the start-up: capturing the
     16 sizes x 28 buckets took 141 s on an H100 with 16 cores, so the steady-state
     window starts after the first games; a run that wrote no game is an error)."""
@@ -332,7 +406,8 @@ def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") ->
 
     out = os.path.join(tmp, "selfplay")
     cmd = [sys.executable, "-m", "selfplay.generation.run", "--gpus", "1", "--preset", preset, "--time", str(seconds),
-           "--out", out, "--status-every", "15", "--samples-per-shard", "100000"]
+           "--out", out, "--status-every", "15", "--samples-per-shard", "100000",
+           "--canvas" if canvas else "--no-canvas", "--forward", forward]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -345,20 +420,39 @@ def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt") ->
         raise RuntimeError(f"selfplay.generation.run wrote games in fewer than two status intervals of {seconds:.0f} s "
                            "(start-up longer than the run?): raise --selfplay-seconds")
     flops = mean_flops(get_preset(preset))
-    _emit({"bench": "selfplay", "preset": preset, "usable_cores": len(os.sched_getaffinity(0)),
+    captured = [ln.strip()[-160:] for ln in proc.stderr.splitlines() if "captured" in ln]
+    _emit({"bench": "selfplay", "preset": preset, "canvas": canvas, "forward": forward, "capture_log": captured, "usable_cores": len(os.sched_getaffinity(0)),
            "wall_s": round(time.perf_counter() - t0, 1), **summ, "steady": steady,
            "bf16_peak_fraction": peak_fraction((steady or summ)["evals_per_s"], flops, peak)})
 
 
-def bench_train(peak, per_sizes=(16, 128), preset: str = "b3c128nbt") -> None:
-    """8. Trainer samples/s on CUDA (fwd + bwd = 3x the forward FLOPs)."""
+TRAIN_KINDS = {"per_size": (False, False), "padded": (True, False), "padded_compiled": (True, True)}
+
+
+def bench_train(peak, per_sizes=(16, 128), preset: str = "b3c128nbt", kinds=tuple(TRAIN_KINDS)) -> None:
+    """8. Trainer samples/s on CUDA (fwd + bwd = 3x the forward FLOPs): per-size passes, the
+    padded canvas step, and the padded step compiled; ``sample_ms``: the host's share."""
     from nets.config import get_preset
     from nets.train import bench
 
     for per_size in per_sizes:
-        r = bench(preset, 20, per_size, list(SAIBLO), device="cuda:0")
-        r["bf16_peak_fraction"] = peak_fraction(r["samples_per_s"], 3 * mean_flops(get_preset(preset)), peak)
-        _emit(r)
+        for name in kinds:
+            padded, compiled = TRAIN_KINDS[name]
+            try:
+                r = bench(preset, 20, per_size, list(SAIBLO), device="cuda:0", padded=padded, compile=compiled)
+            except Exception as e:  # noqa: BLE001 - a figure, not a check
+                _emit({"bench": "train", "kind": name, "per_size": per_size, "error": f"{type(e).__name__}: {e}"[:300]})
+                continue
+            r["kind"] = name
+            r["bf16_peak_fraction"] = peak_fraction(r["samples_per_s"], 3 * mean_flops(get_preset(preset)), peak)
+            _emit(r)
+            torch.cuda.empty_cache()
+
+
+#: gpucheck's steps in the order they run (--only picks some); the per-size ones run with --per-size
+STEPS = ("canvas_graphs", "canvas_replay", "canvas_kinds", "servers", "graphs", "graph_replay", "forward_kinds", "server",
+         "server_per_size", "selfplay", "train")
+PER_SIZE_STEPS = ("graphs", "graph_replay", "forward_kinds", "server_per_size")
 
 
 def main(argv=None) -> int:
@@ -366,13 +460,31 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="b3c128nbt", help="network preset (default b3c128nbt)")
     ap.add_argument("--max-batch", type=int, default=4096, help="largest bucket of the graph check (4096)")
-    ap.add_argument("--selfplay-seconds", type=float, default=420.0,
-                    help="selfplay.generation.run --time, start-up included (420; capture alone took 141 s on an H100)")
+    ap.add_argument("--selfplay-seconds", type=float, default=240.0,
+                    help="selfplay.generation.run --time, start-up included (240; the compiled canvas server "
+                         "started in 31 s on an H200, the per-size one captured for 141 s on an H100)")
     ap.add_argument("--replay-seconds", type=float, default=0.05, help="timed seconds per replay figure (0.05)")
     ap.add_argument("--quick", action="store_true", help="two board sizes and short figures (smoke test)")
+    ap.add_argument("--per-size", action="store_true",
+                    help="also the per-size path (--no-canvas): 16 sizes x buckets of graphs, replay per size, "
+                         "forward kinds, its server figure")
+    ap.add_argument("--only", default="", help="comma-separated steps to run (default all): " + ",".join(STEPS))
     ap.add_argument("--skip-selfplay", action="store_true", help="skip the end-to-end self-play figure")
     ap.add_argument("--skip-train", action="store_true", help="skip the trainer figure")
+    ap.add_argument("--train-per-size", default="", help="trainer figures at these samples per size (default 16,128; "
+                                                         "quick 16)")
+    ap.add_argument("--forward", default="auto", choices=("auto", "fused", "compiled"),
+                    help="the server's forward in the server and self-play figures (auto: fused)")
+    ap.add_argument("--train-kinds", default=",".join(TRAIN_KINDS),
+                    help="trainer figures of these kinds: " + ", ".join(TRAIN_KINDS))
     args = ap.parse_args(argv)
+    kinds = tuple(k for k in args.train_kinds.split(",") if k)
+    if set(kinds) - set(TRAIN_KINDS):
+        ap.error(f"--train-kinds: unknown {sorted(set(kinds) - set(TRAIN_KINDS))}; kinds: {', '.join(TRAIN_KINDS)}")
+    only = [x for x in args.only.split(",") if x]
+    bad = sorted(set(only) - set(STEPS))
+    if bad:
+        ap.error(f"--only: unknown step(s) {', '.join(bad)}; steps: {', '.join(STEPS)}")
     if not torch.cuda.is_available():
         print(no_cuda_line(), flush=True)
         return 0
@@ -385,30 +497,63 @@ def main(argv=None) -> int:
     _emit({"gpucheck": "start", "device": name, "devices": torch.cuda.device_count(),
            "torch": torch.__version__, "cuda": torch.version.cuda, "bf16_peak_tflops": peak and peak / 1e12,
            "memory_total_mb": round(total / 2**20), "usable_cores": len(os.sched_getaffinity(0))})
-    step = "graphs"
+
+    def wanted(step: str) -> bool:
+        if only:
+            return step in only
+        if step in PER_SIZE_STEPS and not args.per_size:
+            return False
+        return not ((step == "selfplay" and args.skip_selfplay) or (step == "train" and args.skip_train))
+
+    per_sizes = tuple(int(v) for v in args.train_per_size.split(",") if v) or ((16,) if args.quick else (16, 128))
+    step = "start"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            runner = check_graphs(args.preset, sizes, args.max_batch)
-            graphs_mb = torch.cuda.memory_reserved(0) / 2**20
-            step = "servers"
-            check_servers_and_reload(args.preset, ((12, 12), (9, 10)), tmp)
-            step = "graph_replay"
-            bench_replay(runner, args.replay_seconds, peak)
-            _emit({"bench": "memory", "one_server_graphs_reserved_mb": round(graphs_mb, 1),
-                   "max_allocated_mb": round(torch.cuda.max_memory_allocated(0) / 2**20, 1),
-                   "device_free_mb": round(torch.cuda.mem_get_info(0)[0] / 2**20)})
-            del runner
-            torch.cuda.empty_cache()
-            step = "forward_kinds"
-            bench_forward_kinds(args.preset, args.replay_seconds * 4)
-            step = "server"
-            bench_server(args.preset, 3.0 if args.quick else 10.0, peak)
-            if not args.skip_selfplay:
+            if wanted("canvas_graphs") or wanted("canvas_replay"):
+                step = "canvas_graphs"
+                runner = check_canvas_graphs(args.preset, sizes, 2 * args.max_batch)
+                if wanted("canvas_replay"):
+                    step = "canvas_replay"
+                    bench_canvas_replay(runner, args.replay_seconds, peak, sizes)
+                _emit({"bench": "memory", "canvas": True, "one_server_graphs_reserved_mb":
+                       round(torch.cuda.memory_reserved(0) / 2**20, 1)})
+                del runner
+                torch.cuda.empty_cache()
+            if wanted("canvas_kinds"):
+                step = "canvas_kinds"
+                bench_canvas_kinds(args.preset, args.replay_seconds * 4, peak, sizes)
+            if wanted("servers"):
+                step = "servers"
+                check_servers_and_reload(args.preset, ((12, 12), (9, 10)), tmp)
+            if wanted("graphs") or wanted("graph_replay"):
+                step = "graphs"
+                runner = check_graphs(args.preset, sizes, args.max_batch)
+                graphs_mb = torch.cuda.memory_reserved(0) / 2**20
+                if wanted("graph_replay"):
+                    step = "graph_replay"
+                    bench_replay(runner, args.replay_seconds, peak)
+                _emit({"bench": "memory", "canvas": False, "one_server_graphs_reserved_mb": round(graphs_mb, 1),
+                       "max_allocated_mb": round(torch.cuda.max_memory_allocated(0) / 2**20, 1),
+                       "device_free_mb": round(torch.cuda.mem_get_info(0)[0] / 2**20)})
+                del runner
+                torch.cuda.empty_cache()
+            if wanted("forward_kinds"):
+                step = "forward_kinds"
+                bench_forward_kinds(args.preset, args.replay_seconds * 4)
+            if wanted("server"):
+                step = "server"
+                bench_server(args.preset, 3.0 if args.quick else 10.0, peak, clients=8, batch=1024, sizes=sizes,
+                             forward=args.forward)
+            if wanted("server_per_size"):
+                step = "server_per_size"
+                bench_server(args.preset, 3.0 if args.quick else 10.0, peak, sizes=((12, 12),), canvas=False)
+            if wanted("selfplay"):
                 step = "selfplay"
-                bench_selfplay(240.0 if args.quick else args.selfplay_seconds, peak, tmp, args.preset)
-            if not args.skip_train:
+                bench_selfplay(120.0 if args.quick else args.selfplay_seconds, peak, tmp, args.preset,
+                               forward=args.forward)
+            if wanted("train"):
                 step = "train"
-                bench_train(peak, (16,) if args.quick else (16, 128), args.preset)
+                bench_train(peak, per_sizes, args.preset, kinds)
     except Exception as e:  # noqa: BLE001 - report any failure as the check's result
         log.exception("%s failed", step)
         _emit({"check": step, "ok": False, "error": f"{type(e).__name__}: {e}"})

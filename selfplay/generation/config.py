@@ -169,8 +169,12 @@ class RunConfig:
         "restarts of one worker before the run gives up with an error (back-off 1..30 s)"))
     threads: int = field(default=0, metadata=opt("torch threads of a CPU server (0: all cores)"))
     forward: str = field(default="auto", metadata=opt(
-        "forward path of the server: auto (CPU: the fastest engine that passes its self-check, measured; CUDA: fused), " + ", ".join(FORWARDS[1:])
+        "forward path of the server: auto (CPU: the fastest engine that passes its self-check, measured; CUDA: "
+        "compiled canvas graphs, fused if the compile fails), " + ", ".join(FORWARDS[1:])
         + " (nets.backends; docs/PERFORMANCE.md)"))
+    canvas: bool = field(default=True, metadata=opt(
+        "GPU servers run every board size in one masked 12x12 canvas forward (one graph per batch bucket, "
+        "requests of all sizes merged; nets.canvas); --no-canvas: per-size graphs"))
     reload_interval: float = field(default=5.0, metadata=opt("seconds between checks for a newer checkpoint"))
     status_every: float = field(default=5.0, metadata=opt("seconds between status lines"))
     node_tag: str | None = field(default=None, metadata=opt(

@@ -332,6 +332,10 @@ def _arithmetic(cfg: RunConfig, forward: str | None, net_gflops: float) -> dict:
             "of_best_peak": round(net_gflops / roof["best_peak"], 3), "cpu_model": roof["cpu_model"]}
 
 
+#: A canvas GPU server's largest forward batch: requests of every worker and size merge into it
+CANVAS_FORWARD_BATCH = 8192
+
+
 def run(cfg: RunConfig) -> dict:
     """Run self-play as `cfg` says; returns the JSON summary (with ``error`` on failure)."""
     from nets import shm_queue as q
@@ -357,9 +361,10 @@ def run(cfg: RunConfig) -> dict:
         device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
         server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.net_preset, seed=cfg.seed,
                                   threads=cfg.threads if cfg.gpus == 0 else 0,
-                                  max_forward_batch=256 if cfg.gpus == 0 else max(max_batch, 1024),
+                                  max_forward_batch=256 if cfg.gpus == 0 else max(
+                                      max_batch, CANVAS_FORWARD_BATCH if cfg.canvas else 1024),
                                   reload_interval=cfg.reload_interval, forward=cfg.forward,
-                                  sizes=cfg.size_list)
+                                  sizes=cfg.size_list, canvas=cfg.canvas)
         queues.append(sq)
         server_procs.append(start_server(ctx, sq.handles, server_cfg, name=f"c4fast-server-{s}"))
     servers = _Servers(queues, server_procs)
