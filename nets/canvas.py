@@ -36,13 +36,12 @@ __all__ = ["CANVAS", "CanvasNet", "board_mask", "canvas_batch", "masked_batch_no
 CANVAS = 12  # the largest side c4fast supports
 
 
-def board_mask(sizes, side: int = CANVAS, device=None) -> torch.Tensor:
-    """(B, 1, side, side) float32: 1 on each position's H x W rectangle (rows and columns
-    from 0), 0 elsewhere. `sizes`: B pairs (H, W)."""
+def board_mask(sizes, side: int = CANVAS, device=None, width: int | None = None) -> torch.Tensor:
+    """(B, 1, side, width) float32 (width defaults to side): 1 on each position's H x W
+    rectangle (rows and columns from 0), 0 elsewhere. `sizes`: B pairs (H, W)."""
     hw = torch.as_tensor(np.asarray(sizes, np.int64).reshape(-1, 2), device=device)
-    rows = torch.arange(side, device=device)
-    on_rows = rows[None, :] < hw[:, :1]  # (B, side)
-    on_cols = rows[None, :] < hw[:, 1:]
+    on_rows = torch.arange(side, device=device)[None, :] < hw[:, :1]  # (B, side)
+    on_cols = torch.arange(side if width is None else width, device=device)[None, :] < hw[:, 1:]
     return (on_rows[:, :, None] & on_cols[:, None, :]).float()[:, None]
 
 
@@ -65,17 +64,23 @@ def to_canvas(batches, side: int = CANVAS) -> tuple[torch.Tensor, torch.Tensor, 
     return x, board_mask(sizes, side), sizes
 
 
-def canvas_batch(batches, side: int = CANVAS):
+def canvas_batch(batches, side: int | None = CANVAS):
     """(one :class:`nets.replay.Batch` of every sample of `batches` on the canvas, board
-    mask (B, 1, side, side) float32 numpy): planes, policy targets and legal cells padded
-    with zeros (off-board cells are never legal), the other fields concatenated in order."""
+    mask (B, 1, H, W) float32 numpy): planes, policy targets and legal cells padded
+    with zeros (off-board cells are never legal), the other fields concatenated in order.
+    The canvas is side x side, or with `side` None the smallest that holds every batch
+    (its largest height by its largest width: a one-size window is not padded at all)."""
     from nets.replay import Batch
 
     n = sum(len(b.outcome) for b in batches)
     c = batches[0].planes.shape[1]
-    planes = np.zeros((n, c, side, side), np.float32)
-    policy = np.zeros((n, side, side), np.float32)
-    legal = np.zeros((n, side, side), bool)
+    if side is None:
+        rows, cols = max(b.height for b in batches), max(b.width for b in batches)
+    else:
+        rows = cols = side
+    planes = np.zeros((n, c, rows, cols), np.float32)
+    policy = np.zeros((n, rows, cols), np.float32)
+    legal = np.zeros((n, rows, cols), bool)
     sizes, i = [], 0
     for b in batches:
         k, h, w = len(b.outcome), b.height, b.width
@@ -86,9 +91,9 @@ def canvas_batch(batches, side: int = CANVAS):
         i += k
     wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
     left = None if any(b.plies_left is None for b in batches) else np.concatenate([b.plies_left for b in batches])
-    out = Batch(side, side, planes, policy, np.concatenate([b.policy_weight for b in batches]),
+    out = Batch(rows, cols, planes, policy, np.concatenate([b.policy_weight for b in batches]),
                 np.concatenate([b.outcome for b in batches]), legal, wdl, left)
-    return out, board_mask(sizes, side).numpy()
+    return out, board_mask(sizes, rows, width=cols).numpy()
 
 
 def masked_global_pool(x: torch.Tensor, mask: torch.Tensor, area: torch.Tensor) -> torch.Tensor:

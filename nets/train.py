@@ -104,7 +104,8 @@ class TrainConfig:
     seed: int = field(default=0, metadata=opt("seed of the net and the sampling"))
     device: str = field(default="auto", metadata=opt("torch device: auto (cuda if available), cpu, cuda[:N]"))
     padded: bool = field(default=False, metadata=opt(
-        "one padded 12x12 canvas batch of all sizes per step (masked: nets.canvas) instead of one pass per size"))
+        "one padded canvas batch of all sizes per step (masked, nets.canvas; as large as the window's largest "
+        "board) instead of one pass per size"))
     compile: bool = field(default=False, metadata=opt(
         "with --padded: torch.compile the canvas net's forward and backward (2.3x the padded step's samples/s "
         "at 256 per size on an H200; two compiles: the first batch size, then one for every size)"))
@@ -467,7 +468,8 @@ class Trainer:
         mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
         if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws)
-            batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes])
+            batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes],
+                                       side=None)  # as large as the window's largest board, no larger
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
                                            self.cfg.value_mix, self.channels_last, mask, mlw,
@@ -677,7 +679,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
         for _ in range(steps):
             drawn = [window.sample(tr.rng, size, per_size) for size in window.sizes]
             if padded:
-                canvas_batch(drawn)
+                canvas_batch(drawn, side=None)
         sample_ms = (time.perf_counter() - t1) / steps * 1e3
         gpu = {}
         if tr.device.type == "cuda":
@@ -702,6 +704,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--config", metavar="FILE.json", default=None,
                     help="start from this TrainRunConfig JSON (flags given as well override it)")
     ap.add_argument("--bench", action="store_true", help="print training samples/s on synthetic data")
+    ap.add_argument("--bench-sizes", default="saiblo", help="--bench: board sizes of the synthetic window "
+                                                            "('saiblo' or a list like 6x7,9x9)")
     add_config_arguments(ap, TrainRunConfig)
     return ap
 
@@ -719,7 +723,9 @@ def main(argv=None) -> int:
     if run.threads > 0:
         torch.set_num_threads(run.threads)
     if args.bench:
-        sizes = list(RULES.saiblo_sizes)
+        from c4fast.game import parse_sizes
+
+        sizes = list(parse_sizes(args.bench_sizes))
         steps = max(run.train.steps, 5) if run.train.steps else 10
         device = run.train.resolved_device()
         given = any(k == "cfg__train__per_size" for k in vars(args))

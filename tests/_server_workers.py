@@ -46,6 +46,9 @@ def server_error_worker(spec, handles, stop_event, reports):
 
 def chatty_worker(spec, handles, stop_event, reports):
     """Stands in for worker_main: sends `spec.messages` running totals of `spec.size` bytes
-    each (large enough that a pipe delivers each in many reads), then exits."""
+    each (large enough that a pipe delivers each in many reads), then exits. With
+    ``spec.gate`` (a path) it waits after its first message until that file exists."""
     for i in range(spec.messages):
         reports.send(("stats", spec.index, spec.restart, {"games": i + 1, "blob": b"x" * spec.size}))
+        while i == 0 and spec.gate and not os.path.exists(spec.gate):
+            time.sleep(0.005)

@@ -135,3 +135,26 @@ def test_masked_pooling_and_the_mask():
     assert torch.allclose(got, ref, atol=1e-6)
     with pytest.raises(ValueError, match="does not fit"):
         to_canvas([np.zeros((1, 9, 13, 4), np.float32)])
+
+
+def test_a_tight_canvas_batch_is_as_large_as_the_largest_board_and_no_larger():
+    from nets.canvas import canvas_batch
+    from nets.replay import Batch
+
+    rng = np.random.default_rng(0)
+
+    def batch(h, w, k):
+        return Batch(h, w, rng.integers(0, 2, (k, 9, h, w)).astype(np.float32), rng.random((k, h, w)).astype(np.float32),
+                     np.ones(k, np.float32), rng.integers(0, 3, k), rng.random((k, h, w)) < 0.5)
+
+    one, mask = canvas_batch([batch(6, 7, 3)], side=None)  # a 6x7 window: not padded at all
+    assert (one.height, one.width) == (6, 7) and one.planes.shape == (3, 9, 6, 7) and mask.shape == (3, 1, 6, 7)
+    assert mask.all()
+    parts = [batch(6, 7, 2), batch(9, 5, 3)]
+    mixed, mask = canvas_batch(parts, side=None)
+    assert mixed.planes.shape == (5, 9, 9, 7) and mask.shape == (5, 1, 9, 7)
+    assert mask[:2, 0].sum(axis=(1, 2)).tolist() == [42, 42] and mask[2:, 0].sum(axis=(1, 2)).tolist() == [45] * 3
+    np.testing.assert_array_equal(mixed.planes[2:, :, :9, :5], parts[1].planes)
+    assert not mixed.legal[:2, 6:].any() and not mixed.legal[2:, :, 5:].any()
+    square, mask = canvas_batch(parts)  # the default: the 12x12 canvas
+    assert square.planes.shape == (5, 9, 12, 12) and mask.shape == (5, 1, 12, 12)

@@ -155,6 +155,85 @@ def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
     assert all(not n.endswith(".tmp") for n in map(str, shards))
 
 
+SIGNALLED_SUPERVISOR = """
+import json, multiprocessing as mp, os, signal, sys, threading, time, types
+sys.path.insert(0, sys.argv[1])
+import _server_workers
+from c4fast.runtime import ignore_interrupts, raise_on_interrupt
+from selfplay.generation.run import WorkerSupervisor
+
+armed = False  # the storm's signals reach the run's handler only inside the guarded receive below
+
+
+def main():
+    global armed
+    ctx = mp.get_context("spawn")
+    gate = sys.argv[2]
+    specs = [types.SimpleNamespace(index=w, restart=0, messages=150, size=300_000, gate=gate) for w in range(2)]
+    sup = WorkerSupervisor(ctx, specs, lambda w: None, ctx.Event(), max_restarts=0)
+    sup._target = _server_workers.chatty_worker
+    raise_on_interrupt()  # the run's handler: KeyboardInterrupt, or held back inside deferred_interrupts
+    run_handler = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):  # one signal per arming: none can land outside the try below
+        global armed
+        if armed:
+            armed = False
+            run_handler(signum, frame)
+
+    sup.start()
+    while not all(sup.inc_stats.get((w, 0), {}).get("games") for w in range(2)):
+        sup.receive(0.2)  # both workers started and reporting: no signal can hit a start-up
+    signal.signal(signal.SIGINT, handler)
+    done = threading.Event()
+
+    def pester():  # SIGINT every 0.7 ms to this process (handled in the main thread)
+        while not done.is_set():
+            time.sleep(0.0007)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    pests = threading.Thread(target=pester)
+    pests.start()
+    open(gate, "w").close()  # the workers send the rest now
+    interrupts = 0
+    while sup.channels:
+        try:
+            armed = True
+            sup.receive(0.2)
+            armed = False
+        except KeyboardInterrupt:
+            armed = False
+            interrupts += 1
+    ignore_interrupts()
+    done.set()
+    pests.join()
+    sup.join(10)
+    print(json.dumps({"interrupts": interrupts, "games": [sup.inc_stats[(w, 0)]["games"] for w in range(2)],
+                      "exitcodes": [p.exitcode for p in sup.procs]}))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_signals_during_worker_reports_lose_no_message(tmp_path):
+    """A signal (made a KeyboardInterrupt) between a report's length and its body used to
+    leave the shared queue out of step: the clean-up after SIGTERM raised, and the run then
+    hung at exit waiting for its servers. Reports are now read with signals held back, each
+    worker on its own pipe: hundreds of interrupts while reading lose no message. (The
+    storm starts once both workers report, and reaches the run's handler only inside the
+    supervisor's receive, so the script itself and the workers' start-up are never hit.)"""
+    script = tmp_path / "sup.py"
+    script.write_text(SIGNALLED_SUPERVISOR)
+    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests"), str(tmp_path / "gate")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["games"] == [150, 150] and out["exitcodes"] == [0, 0]
+    assert out["interrupts"] > 0  # the signals did arrive while it read
+
+
 def test_a_writer_killed_mid_write_leaves_no_shard(tmp_path):
     code = (
         "import os, sys, numpy as np, h5py\n"
