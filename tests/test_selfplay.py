@@ -157,7 +157,7 @@ def test_killed_worker_keeps_finished_shards_and_the_run_goes_on(tmp_path):
 
 SIGNALLED_SUPERVISOR = """
 import json, multiprocessing as mp, os, signal, sys, threading, time, types
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]  # tests/ and the checkout
 import _server_workers
 from c4fast.runtime import ignore_interrupts, raise_on_interrupt
 from selfplay.generation.run import WorkerSupervisor
