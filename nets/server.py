@@ -565,6 +565,7 @@ class InferenceServer:
             self.handles.slot_bells[s].release()
         self.batches += 1
         self.positions += total
+        self.hdr[q.G_BATCH_HIST + q.batch_bin(total)] += 1
         if status == q.STATUS_OK and self.model is not None:
             for s, _, n in chunk:  # the FLOPs of each position's own board (canvas chunks mix sizes)
                 size = self._slot_size(s)

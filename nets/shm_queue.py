@@ -4,10 +4,11 @@ No torch here: workers import this module only.
 
 Layout of one ``multiprocessing.shared_memory`` block::
 
-    global header   int64[16]   MAGIC, PROTOCOL, num_slots, max_batch, num_planes,
+    global header   int64[32]   MAGIC, PROTOCOL, num_slots, max_batch, num_planes,
                                 server pid, heartbeat, model version, shutdown, reloads,
                                 forward batches, positions evaluated, CUDA graphs captured,
-                                FLOPs served, CPU forward nanoseconds
+                                FLOPs served, CPU forward nanoseconds, CPU engine, and the
+                                forward batches by size (BATCH_HIST_BINS power-of-two bins)
     per slot s (num_slots of them, each 64-byte aligned):
       header        int64[8]    req_seq, resp_seq, count, height, width, status, client pid,
                                 value width (3, or 4 for a net with the moves-left head)
@@ -40,7 +41,7 @@ import numpy as np
 from nets import _atomics
 
 MAGIC = 0xC4FA57
-PROTOCOL = 2  # 2: the wdl area holds MAX_VALUE_WIDTH floats per position, the header its width
+PROTOCOL = 3  # 2: the wdl area holds MAX_VALUE_WIDTH floats per position, the header its width; 3: 32 header words
 MAX_CELLS = 144  # 12 x 12
 MIN_SIZE, MAX_SIZE = 4, 12
 ERROR_BYTES = 256
@@ -52,7 +53,14 @@ G_CAPTURES = 12  # CUDA graphs captured by the server so far (a hot reload adds 
 G_FLOPS = 13  # network FLOPs served so far (nets.fused.flops_per_eval per position)
 G_BUSY_NS = 14  # CPU server: nanoseconds spent inside the forward so far
 G_FORWARD = 15  # CPU server: 1 + the index in nets.backends.BACKENDS of the engine it serves (0: none yet)
-GLOBAL_WORDS = 16
+G_BATCH_HIST = 16  # forward batches of 1, 2-3, 4-7, ..., 4096-8191, >= 8192 positions (BATCH_HIST_BINS words)
+BATCH_HIST_BINS = 14
+GLOBAL_WORDS = 32
+
+
+def batch_bin(n: int) -> int:
+    """The histogram bin of a forward batch of n >= 1 positions: floor(log2 n), at most the last."""
+    return min(int(n).bit_length() - 1, BATCH_HIST_BINS - 1)
 # slot header fields
 S_REQ, S_RESP, S_COUNT, S_HEIGHT, S_WIDTH, S_STATUS, S_CLIENT_PID, S_VALUE_WIDTH = range(8)
 SLOT_WORDS = 8
@@ -239,6 +247,7 @@ class InferenceClient:
         self._seq = int(_atomics.load_acquire(self.view.header, S_REQ))
         self.requests = 0
         self.positions_sent = 0
+        self._pending: tuple[int, int, int] | None = None  # (n, h, w) of the request in flight
 
     @property
     def max_batch(self) -> int:
@@ -263,6 +272,14 @@ class InferenceClient:
 
         The returned arrays are views into shared memory, valid until the next call.
         """
+        self.submit(planes)
+        return self.collect()
+
+    def submit(self, planes: np.ndarray) -> None:
+        """The first half of :meth:`evaluate`: send the request and return at once (the
+        caller may work meanwhile; one request in flight per slot, then :meth:`collect`)."""
+        if self._pending is not None:
+            raise RuntimeError("a request is already in flight on this slot: collect() it first")
         n, c, h, w = planes.shape
         self._check_size(h, w)
         if c != self.layout.num_planes:
@@ -281,7 +298,17 @@ class InferenceClient:
         self._seq += 1
         _atomics.store_release(hdr, S_REQ, self._seq)
         self.handles.doorbell.release()
+        self._pending = (n, h, w)
+
+    def collect(self):
+        """The second half of :meth:`evaluate`: wait for the answer of the request in flight;
+        returns (policy logits (n, H, W), wdl (n, K)), views valid until the next request."""
+        if self._pending is None:
+            raise RuntimeError("no request in flight on this slot")
+        n, h, w = self._pending
+        hdr = self.view.header
         self._wait()
+        self._pending = None
         status = int(hdr[S_STATUS])
         if status != STATUS_OK:
             raise ServerError(f"inference server rejected the request: {self.view.get_error()}")

@@ -42,11 +42,18 @@ def summary_of(proc):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_small_cpu_run_writes_valid_shards(tmp_path):
-    proc = run_selfplay(tmp_path / "d", "--max-games", "6", "--sizes", "6x7,9x10", "--full-probability", "0.5")
+@pytest.mark.parametrize("populations", [1, 2])
+def test_small_cpu_run_writes_valid_shards(tmp_path, populations):
+    """With 2 populations each worker searches one half of its games while the server
+    evaluates the other's leaves (two request slots): the games and shards are as valid."""
+    proc = run_selfplay(tmp_path / "d", "--max-games", "6", "--sizes", "6x7,9x10", "--full-probability", "0.5",
+                        "--populations", str(populations))
     assert proc.returncode == 0, proc.stderr
     summ = summary_of(proc)
     assert summ["games"] >= 6 and summ["samples"] > 0 and summ["evals_per_s"] > 0
+    assert summ["populations"] == populations
+    hist = summ["batch_hist"]  # forward batches by size: each at most one population's leaves per worker
+    assert sum(hist) > 0 and len(hist) == 14 and sum(hist[5:]) == 0  # 2 workers x 4 games x 4 leaves < 32
     assert "selfplay.generation.run:" in proc.stderr and " games " in proc.stderr  # periodic status line (logging)
     assert summ["config"]["search"]["full_probability"] == 0.5  # the complete config is recorded
     assert summ["config"]["sizes"] == "6x7,9x10"

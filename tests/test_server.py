@@ -91,6 +91,36 @@ def test_same_size_requests_are_batched_together_and_still_correct(server_factor
             ref_pol, ref_wdl = direct(cfg, x)
             np.testing.assert_allclose(pol, ref_pol, atol=1e-5)
             np.testing.assert_allclose(wdl, ref_wdl, atol=1e-6)
+    hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
+    hist = hdr[q.G_BATCH_HIST:q.G_BATCH_HIST + q.BATCH_HIST_BINS]
+    assert hist.sum() == hdr[q.G_BATCHES] > 0  # every forward batch in the histogram ...
+    assert hist[8:].sum() == 0  # ... of at most 4 requests of at most 39 positions: below 256
+
+
+def test_submit_and_collect_split_evaluate(server_factory):
+    """A worker's populations overlap search and inference with submit / collect."""
+    cfg = ServerConfig(preset="tiny", threads=1, seed=5, forward="eager")
+    sq, _ = server_factory(cfg, slots=2)
+    a, b = q.InferenceClient(sq.handles, 0), q.InferenceClient(sq.handles, 1)
+    x = (np.random.default_rng(1).random((5, 9, 7, 8)) < 0.3).astype(np.uint8)
+    y = (np.random.default_rng(2).random((3, 9, 6, 7)) < 0.3).astype(np.uint8)
+    with pytest.raises(RuntimeError, match="no request in flight"):
+        a.collect()
+    a.submit(x)
+    b.submit(y)  # two slots in flight at once
+    with pytest.raises(RuntimeError, match="already in flight"):
+        a.submit(x)
+    pol_b, wdl_b = b.collect()
+    pol_a, wdl_a = a.collect()
+    for (pol, wdl), z in (((pol_a, wdl_a), x), ((pol_b, wdl_b), y)):
+        ref_pol, ref_wdl = direct(cfg, z)
+        np.testing.assert_allclose(pol, ref_pol, atol=1e-5)
+        np.testing.assert_allclose(wdl, ref_wdl, atol=1e-6)
+
+
+def test_batch_bins_are_powers_of_two():
+    assert [q.batch_bin(n) for n in (1, 2, 3, 4, 7, 8, 255, 256, 8191, 8192, 10**6)] == \
+        [0, 1, 1, 2, 2, 3, 7, 8, 12, 13, 13]
 
 
 def test_killed_server_makes_the_worker_raise_within_a_second(server_factory):

@@ -152,6 +152,9 @@ class RunConfig:
     gpus: int = field(default=0, metadata=opt("GPUs to use, one server each (0: a CPU server)"))
     workers: int = field(default=0, metadata=opt("worker processes (0: automatic)"))
     games_per_worker: int = field(default=0, metadata=opt("games each worker plays at once (0: automatic)"))
+    populations: int = field(default=0, metadata=opt(
+        "game populations per worker, each on its own request slot: while the server evaluates one, the "
+        "worker searches the others (0: automatic, 2 with --gpus, 1 on the CPU)"))
     model: str | None = field(default=None, metadata=opt(
         "checkpoint file, or a directory followed for newer checkpoints (None: a fresh --preset net)"))
     preset: str | None = field(default=None, metadata=opt(
@@ -187,7 +190,7 @@ class RunConfig:
     selfplay: SelfPlayConfig = field(default=SelfPlayConfig(), metadata=flatten("self-play game settings"))
 
     def __post_init__(self):
-        for name in ("gpus", "workers", "games_per_worker", "max_games", "max_samples", "threads",
+        for name in ("gpus", "workers", "games_per_worker", "populations", "max_games", "max_samples", "threads",
                      "max_restarts"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -276,6 +276,17 @@ class _Servers:
                 c[i] += int(hdr[k])
         return c
 
+    def batch_hist(self) -> list[int]:
+        """Forward batches by size, summed over the servers: bin i holds 2**i..2**(i+1)-1
+        positions, the last every larger batch (nets.shm_queue.batch_bin)."""
+        from nets import shm_queue as q
+
+        out = np.zeros(q.BATCH_HIST_BINS, np.int64)
+        for sq in self.queues:
+            hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
+            out += hdr[q.G_BATCH_HIST:q.G_BATCH_HIST + q.BATCH_HIST_BINS]
+        return out.tolist()
+
     def forward(self) -> str | None:
         """The CPU engine the first server serves (nets.backends kind), None before it loaded
         or on CUDA."""
@@ -353,11 +364,12 @@ def run(cfg: RunConfig) -> dict:
     n_servers = max(1, cfg.gpus)
     workers = cfg.workers or default_workers(cfg.gpus)
     games = cfg.games_per_worker or (32 if cfg.gpus == 0 else 256)
-    max_batch = games * cfg.search.leaves_per_step
+    populations = min(games, cfg.populations or (2 if cfg.gpus > 0 else 1))
+    max_batch = -(-games // populations) * cfg.search.leaves_per_step  # one population's leaves
     per_server = [[w for w in range(workers) if w % n_servers == s] for s in range(n_servers)]
     queues, server_procs = [], []
     for s in range(n_servers):
-        sq = q.SharedQueue(ctx, max(1, len(per_server[s])), max_batch, NUM_PLANES)
+        sq = q.SharedQueue(ctx, max(1, len(per_server[s])) * populations, max_batch, NUM_PLANES)
         device = f"cuda:{s}" if cfg.gpus > 0 else "cpu"
         server_cfg = ServerConfig(device=device, model=cfg.model, preset=cfg.net_preset, seed=cfg.seed,
                                   threads=cfg.threads if cfg.gpus == 0 else 0,
@@ -376,7 +388,7 @@ def run(cfg: RunConfig) -> dict:
                         policy=cfg.selfplay, seed=cfg.seed, run_prefix=prefix,
                         samples_per_shard=cfg.samples_per_shard, config_json=config_json,
                         node_tag=node_tag, incarnation=run_id, parent_pid=os.getpid(),
-                        shard_seconds=cfg.shard_seconds, workers=workers)
+                        shard_seconds=cfg.shard_seconds, workers=workers, populations=populations)
              for w in range(workers)]
     sup = WorkerSupervisor(ctx, specs, lambda w: queues[w % n_servers].handles, stop, cfg.max_restarts)
     sup.start()
@@ -425,6 +437,7 @@ def run(cfg: RunConfig) -> dict:
             sup.drain()
         finally:  # the servers wait for this process: never leave them running
             counts = servers.counts()
+            batch_hist = servers.batch_hist()
             forward = servers.forward()
             servers.shutdown()
             lock.release()
@@ -446,6 +459,8 @@ def run(cfg: RunConfig) -> dict:
         "evals_per_s": round(counts[1] / elapsed, 1),
         "playouts_per_s": round(tot["playouts"] / elapsed, 1),
         "mean_batch": round(counts[1] / counts[0], 1) if counts[0] else 0.0,
+        # forward batches by size: bin i holds batches of 2**i to 2**(i+1) - 1 positions, the last all larger
+        "batch_hist": batch_hist,
         # network arithmetic: FLOPs per evaluation (nets.fused.flops_per_eval, mean over the
         # positions served, so over the sizes played), achieved GFLOP/s over the wall time and
         # inside the server's forward calls, and the share of the wall time spent in them
@@ -462,7 +477,7 @@ def run(cfg: RunConfig) -> dict:
         "forked_games": tot["forks"], "solved_samples": tot["solved"], "solve_tries": tot["solve_tries"],
         "solve_nodes": tot["solve_nodes"],
         **_arithmetic(cfg, forward, counts[2] / elapsed / 1e9),
-        "workers": workers, "games_per_worker": games, "servers": n_servers,
+        "workers": workers, "games_per_worker": games, "populations": populations, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",
         "shards": all_shards, "worker_restarts": sup.restarts, "node_tag": node_tag, "incarnation": run_id,
         "config": config_to_dict(cfg),

@@ -222,26 +222,35 @@ class SelfPlayEngine:
             st.solve_nodes += res.nodes
 
     # -------------------------------------------------------------- main loop
+    def begin(self, games_to_start: int, on_game, should_stop=lambda: False) -> None:
+        """Start up to `games_to_start` games (the rest start as slots free up in
+        :meth:`after_step`); `on_game` receives each finished game."""
+        self._quota, self._started, self._on_game, self._should_stop = games_to_start, 0, on_game, should_stop
+        self.mcts.active[:] = False
+        for g in range(self.num_games):
+            if self._started < games_to_start:
+                self._new_game(g)
+                self._started += 1
+
+    def after_step(self, n: int) -> None:
+        """Bookkeeping after a step that evaluated `n` leaves: finish the moves whose search is
+        done, record samples, start new games in freed slots."""
+        if n:
+            self.stats.evals += n
+            self.stats.batches += 1
+        for g in self.mcts.finished():
+            self._finish_move(int(g), self._on_game)
+            if self.slots[g].game is None and self._started < self._quota and not self._should_stop():
+                self._new_game(int(g))
+                self._started += 1
+
     def play(self, games_to_start: int, on_game, should_stop=lambda: False, on_step=None) -> None:
         """Play until `games_to_start` games have been started here and all are finished
         (or `should_stop()`: then unfinished games are dropped)."""
-        started = 0
-        self.mcts.active[:] = False
-        for g in range(self.num_games):
-            if started < games_to_start:
-                self._new_game(g)
-                started += 1
+        self.begin(games_to_start, on_game, should_stop)
 
         def step(n: int) -> bool:
-            nonlocal started
-            if n:
-                self.stats.evals += n
-                self.stats.batches += 1
-            for g in self.mcts.finished():
-                self._finish_move(int(g), on_game)
-                if self.slots[g].game is None and started < games_to_start and not should_stop():
-                    self._new_game(int(g))
-                    started += 1
+            self.after_step(n)
             if on_step is not None:
                 on_step()
             return should_stop()
@@ -250,6 +259,44 @@ class SelfPlayEngine:
             run_search(self.mcts, self.ev, self.planes, on_step=step)
         if should_stop():
             self.mcts.active[:] = False  # unfinished games are dropped
+
+
+def play_overlapped(engines: list, games_to_start: int, on_game, should_stop=lambda: False, on_step=None) -> None:
+    """:meth:`SelfPlayEngine.play` for several game populations of one worker, each searching
+    through its own request slot (an :class:`nets.shm_queue.InferenceClient`, ``submit`` and
+    ``collect``): while the server evaluates one population's leaves, the worker backs up and
+    selects in the others, so neither the worker nor the server waits for the other. The
+    games to start are split evenly; `should_stop()` drops the unfinished ones."""
+    k = len(engines)
+    for i, e in enumerate(engines):
+        e.begin(games_to_start // k + (i < games_to_start % k), on_game, should_stop)
+    pending = [0] * k  # leaves in flight per population
+    while not should_stop():
+        busy = False
+        for i, e in enumerate(engines):
+            if pending[i]:
+                logits, wdl = e.ev.collect()
+                e.mcts.expand_and_backup(pending[i], logits, wdl)
+                e.after_step(pending[i])
+                pending[i] = 0
+            if e.mcts.active.any() and not should_stop():
+                n = e.mcts.select(e.planes)
+                if n:
+                    e.ev.submit(e.planes[:n])
+                    pending[i] = n
+                else:
+                    e.after_step(0)
+            busy = busy or bool(pending[i]) or bool(e.mcts.active.any())
+        if on_step is not None:
+            on_step()
+        if not busy:
+            break
+    for i, e in enumerate(engines):  # an answer still in flight is read before the slot is reused
+        if pending[i]:
+            e.ev.collect()
+    if should_stop():
+        for e in engines:
+            e.mcts.active[:] = False  # unfinished games are dropped
 
 
 @dataclass(frozen=True)
@@ -279,6 +326,7 @@ class WorkerSpec:
     parent_pid: int = 0
     shard_seconds: float = 0.0
     workers: int = 1  # workers of this node (spreads their first board sizes)
+    populations: int = 1  # game populations, each on its own request slot (slot * populations + j)
 
     def seed_sequence(self) -> list[int]:
         return [self.seed, node_hash(self.node_tag), self.incarnation, self.index, self.restart]
@@ -347,7 +395,8 @@ def worker_main(spec: WorkerSpec, handles, stop_event, reports) -> None:
     if spec.parent_pid:
         die_with_parent(signal.SIGTERM, spec.parent_pid)
     should_stop = lambda: bool(stopping) or stop_event.is_set()  # noqa: E731
-    client = InferenceClient(handles, spec.slot)
+    clients = [InferenceClient(handles, spec.slot * spec.populations + j) for j in range(spec.populations)]
+    client = clients[0]
     name = (f"{spec.run_prefix}_w{spec.index:02d}_p{os.getpid()}_{spec.node_tag}"
             f"_i{spec.incarnation}_r{spec.restart}")
     writer = ShardWriter(spec.out_dir, name,
@@ -362,30 +411,34 @@ def worker_main(spec: WorkerSpec, handles, stop_event, reports) -> None:
     k = first_size_index(spec.index, spec.workers, len(sizes), spec.node_tag)
     last_report = time.monotonic()
     totals = Stats()
-    engine = None
+    engines: list = []
+    per_population = max(1, spec.games_per_worker // spec.populations)
 
     def report(force=False):
         nonlocal last_report
         now = time.monotonic()
         if force or now - last_report > 1.0:
-            s = engine.stats if engine is not None else Stats()
+            cur = {k2: totals.__dict__[k2] + sum(e.stats.__dict__[k2] for e in engines) for k2 in totals.__dict__}
             reports.send(("stats", spec.index, spec.restart,
-                             {**{k2: totals.__dict__[k2] + s.__dict__[k2] for k2 in s.__dict__},
-                              "written_games": writer.written_games, "written_samples": writer.written_samples}))
+                             {**cur, "written_games": writer.written_games, "written_samples": writer.written_samples}))
             last_report = now
 
     try:
         while not should_stop():
             h, w = sizes[k % len(sizes)]
             k += 1
-            engine = SelfPlayEngine(client, spec.search, spec.policy, h, w, spec.games_per_worker,
-                                    seed=int(rng.integers(2**31)), model_version=lambda: client.model_version,
-                                    next_game_id=ids.__next__, solver=solver)
+            engines = [SelfPlayEngine(c, spec.search, spec.policy, h, w, per_population,
+                                      seed=int(rng.integers(2**31)), model_version=lambda: client.model_version,
+                                      next_game_id=ids.__next__, solver=solver) for c in clients]
             quota = spec.policy.games_per_size or spec.games_per_worker
-            engine.play(quota, writer.add_game, should_stop=should_stop, on_step=report)
-            for key in totals.__dict__:
-                totals.__dict__[key] += engine.stats.__dict__[key]
-            engine.stats = Stats()
+            if len(engines) == 1:
+                engines[0].play(quota, writer.add_game, should_stop=should_stop, on_step=report)
+            else:
+                play_overlapped(engines, quota, writer.add_game, should_stop=should_stop, on_step=report)
+            for e in engines:
+                for key in totals.__dict__:
+                    totals.__dict__[key] += e.stats.__dict__[key]
+                e.stats = Stats()
             report(force=True)
         writer.flush()
         report(force=True)
@@ -399,4 +452,5 @@ def worker_main(spec: WorkerSpec, handles, stop_event, reports) -> None:
         reports.send(("failed", spec.index, spec.restart, f"{type(e).__name__}: {e}"))
         raise
     finally:
-        client.close()
+        for c in clients:
+            c.close()
