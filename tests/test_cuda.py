@@ -239,32 +239,8 @@ def test_a_canvas_server_merges_clients_of_different_sizes(servers):
     assert clients[0].global_hdr[q.G_CAPTURES] == len(bucket_sizes(1024, smallest=64))
 
 
-def test_padded_train_step_synchronises_once_on_cuda(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_train import make_shards
-
-    from nets.replay import ReplayWindow
-    from nets.shards import list_shards
-    from nets.train import TrainConfig, Trainer
-
-    make_shards(tmp_path / "d", games=8, sizes=((6, 7), (9, 9), (12, 12)))
-    win = ReplayWindow()
-    win.update(list_shards([tmp_path / "d"]))
-    tr = Trainer(TrainConfig(preset="b3c128nbt", per_size=32, device="cuda", padded=True), str(tmp_path / "t"))
-    tr.train_step(win)
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            m = tr.train_step(win)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    syncs = [w for w in caught if "synchroniz" in str(w.message)]
-    assert len(syncs) <= 1, [str(w.message) for w in syncs]
-    assert np.isfinite(m["loss"])
-
-
-def test_train_step_synchronises_once_on_cuda(tmp_path):
+@pytest.mark.parametrize("padded", [False, True])
+def test_train_step_synchronises_once_on_cuda(tmp_path, padded):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_train import make_shards
 
@@ -275,7 +251,7 @@ def test_train_step_synchronises_once_on_cuda(tmp_path):
     make_shards(tmp_path / "d", games=8, sizes=((6, 7), (9, 9), (7, 7), (8, 9)))
     win = ReplayWindow()
     win.update(list_shards([tmp_path / "d"]))
-    tr = Trainer(TrainConfig(preset="b3c128nbt", per_size=32, device="cuda"), str(tmp_path / "t"))
+    tr = Trainer(TrainConfig(preset="b3c128nbt", per_size=32, device="cuda", padded=padded), str(tmp_path / "t"))
     tr.train_step(win)
     torch.cuda.set_sync_debug_mode("warn")
     try:

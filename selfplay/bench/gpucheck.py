@@ -114,35 +114,19 @@ def no_cuda_line() -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def check_graphs(preset: str, sizes, max_batch: int):
-    """1. Capture and self-check every (size, bucket); returns the runner."""
+def check_graphs(preset: str, sizes, max_batch: int, canvas: bool = False):
+    """1. Capture and self-check every (size, bucket), or with `canvas` one graph per batch
+    bucket for every size at once, each self-checked on a mixed batch of all `sizes` against
+    the per-size eager fp32 forward; returns the runner. ``capture_s`` is the server's
+    start-up capture."""
     from nets.cuda_runner import GraphRunner
 
     model = perturbed_model(preset, 0)
     t0 = time.perf_counter()
-    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max_batch)
+    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max_batch, canvas=canvas)
     runner.capture_all()
-    _emit({"check": "graphs", "ok": True, "preset": preset, "graphs": len(runner.graphs),
-           "sizes": len(runner.sizes), "buckets": list(runner.buckets),
-           "self_checks": len(runner.checks), "tolerance": vars(runner.tol),
-           "worst_policy_rel": round(max(c["policy_rel"] for c in runner.checks), 5),
-           "worst_wdl_abs": round(max(c["wdl_abs"] for c in runner.checks), 5),
-           "capture_s": round(runner.capture_seconds, 1), "seconds": round(time.perf_counter() - t0, 1)})
-    return runner
-
-
-def check_canvas_graphs(preset: str, sizes, max_batch: int):
-    """1. (canvas) Capture one graph per batch bucket for every size at once, each
-    self-checked on a mixed batch of all `sizes` against the per-size eager fp32 forward;
-    returns the runner. ``capture_s`` is the server's start-up capture."""
-    from nets.cuda_runner import GraphRunner
-
-    model = perturbed_model(preset, 0)
-    t0 = time.perf_counter()
-    runner = GraphRunner(model, "cuda:0", torch.bfloat16, sizes=sizes, max_batch=max_batch, canvas=True)
-    runner.capture_all()
-    _emit({"check": "canvas_graphs", "ok": True, "preset": preset, "graphs": len(runner.graphs),
-           "sizes": len(runner.sizes), "buckets": list(runner.buckets),
+    _emit({"check": "canvas_graphs" if canvas else "graphs", "ok": True, "preset": preset,
+           "graphs": len(runner.graphs), "sizes": len(runner.sizes), "buckets": list(runner.buckets),
            "self_checks": len(runner.checks), "tolerance": vars(runner.tol),
            "worst_policy_rel": round(max(c["policy_rel"] for c in runner.checks), 5),
            "worst_wdl_abs": round(max(c["wdl_abs"] for c in runner.checks), 5),
@@ -511,7 +495,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             if wanted("canvas_graphs") or wanted("canvas_replay"):
                 step = "canvas_graphs"
-                runner = check_canvas_graphs(args.preset, sizes, 2 * args.max_batch)
+                runner = check_graphs(args.preset, sizes, 2 * args.max_batch, canvas=True)
                 if wanted("canvas_replay"):
                     step = "canvas_replay"
                     bench_canvas_replay(runner, args.replay_seconds, peak, sizes)
