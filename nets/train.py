@@ -108,7 +108,8 @@ class TrainConfig:
         "board) instead of one pass per size"))
     compile: bool = field(default=False, metadata=opt(
         "with --padded: torch.compile the canvas net's forward and backward (2.3x the padded step's samples/s "
-        "at 256 per size on an H200; two compiles: the first batch size, then one for every size)"))
+        "at 256 per size on an H200; there two compiles: the first batch size, then one for every size; on the "
+        "CPU dynamic shapes from the start)"))
     precision: str = field(default="auto", metadata=opt(
         "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA and on CPUs "
         "with AVX512-BF16/AMX, where it trains 1.5x the samples/s and learns as fp32 does; else fp32), fp32, "
@@ -333,9 +334,12 @@ class Trainer:
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.canvas = CanvasNet(self.model)  # the same weights on the masked canvas (TrainConfig.padded)
-        # automatic dynamic shapes: a second batch size (a window with more sizes) compiles once more,
-        # for every batch size; none after that
-        self.canvas_fwd = torch.compile(self.canvas, dynamic=None) if cfg.compile else self.canvas
+        # On the CPU dynamic shapes from the first compile: one or two cold compiles (~1.5 min each on 2
+        # cores) for the run instead of one for each new batch size and canvas until automatic dynamic
+        # shapes take over (a 12-minute loop's first step came after 1.7 instead of 2.8 minutes). On CUDA
+        # automatic dynamic shapes, as measured there: a second batch size compiles once more, then none.
+        self.canvas_fwd = (torch.compile(self.canvas, dynamic=True if self.device.type == "cpu" else None)
+                           if cfg.compile else self.canvas)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0

@@ -84,14 +84,12 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
             train_threads: int = 1, per_size: int = 16, ratio: float = 6.0, window_c: float = 25_000,
             checkpoint_every: int = 200, samples_per_shard: int = 2000, reload_interval: float = 5.0,
             forward: str = "auto", value_mix: float = 0.0, value_distance: float = 0.0, root_search: str = "puct",
-            padded: bool = False,
             games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
     """A loop preset from the knobs that differ between presets (keywords; the rest are
     the config classes' defaults): `games` games per self-play worker, `full`/`fast`/`prob`
     the playout cap (playouts of a full and a fast search, share of full ones),
     `root_search` self-play's root (puct or gumbel), `per_size` training samples per board size per step, `ratio` trained per generated
-    samples, `window_c` the replay window constant (samples), `padded` one compiled canvas pass per
-    training step (``TrainConfig.padded`` and ``compile``)."""
+    samples, `window_c` the replay window constant (samples)."""
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
@@ -102,7 +100,7 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
                            selfplay=games_config),
         train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
                              train=TrainConfig(preset=net, per_size=per_size, lr=0.02, ratio=ratio, value_mix=value_mix,
-                                               value_distance=value_distance, padded=padded, compile=padded,
+                                               value_distance=value_distance,
                                                checkpoint_every=checkpoint_every,
                                                window=WindowConfig(c=window_c))),
         eval=evaluation)
@@ -143,12 +141,14 @@ PRESETS = {
     # samples/s, `nets.train --bench --device cuda`), and in a 20-minute loop it trained
     # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md); the value
     # mix 0.5 and the cooler move sampling of the cpu preset (measured there; issue 33 item 5:
-    # kept until a GPU run measures otherwise). The trainer runs one compiled canvas pass per
-    # step (padded: learns as the per-size passes do on the CPU, docs/ABLATIONS.md; 74,675
-    # samples/s at 256 per size on an H200 against 15,684 per size, docs/benchmarks/gpu_h200_2026-11-27.md)
+    # kept until a GPU run measures otherwise). The trainer runs one pass per size: the compiled
+    # padded step (--train.padded --train.compile, 74,675 samples/s at 256 per size on an H200
+    # against 15,684) lost or tied in three 12-minute CPU loops (0.22, 0.525, 0.333) while its
+    # compile lets self-play fill the window with the first net's games, and no GPU loop has
+    # measured it yet (docs/ABLATIONS.md)
     "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
                    train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
-                   value_mix=0.5, padded=True, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
+                   value_mix=0.5, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md); PUCT with the playout cap, not Gumbel: Gumbel 50
