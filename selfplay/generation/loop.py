@@ -143,9 +143,9 @@ PRESETS = {
     # mix 0.5 and the cooler move sampling of the cpu preset (measured there; issue 33 item 5:
     # kept until a GPU run measures otherwise). The trainer runs one pass per size: the compiled
     # padded step (--train.padded --train.compile, 74,675 samples/s at 256 per size on an H200
-    # against 15,684) lost or tied in three 12-minute CPU loops (0.22, 0.525, 0.333) while its
-    # compile lets self-play fill the window with the first net's games, and no GPU loop has
-    # measured it yet (docs/ABLATIONS.md)
+    # against 15,684) lost or tied in four 12-minute CPU loops (0.22, 0.525, 0.333, 0.354), though
+    # it beats the per-size step at equal samples offline (0.646); no GPU loop has measured it
+    # (docs/ABLATIONS.md)
     "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
                    train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
                    value_mix=0.5, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
