@@ -265,16 +265,19 @@ class _Servers:
     def __init__(self, queues: list, procs: list):
         self.queues, self.procs = queues, procs
 
+    def _headers(self) -> list[np.ndarray]:
+        """Each server's global header (nets.shm_queue, int64 words): fresh views, dropped by
+        the caller (a view kept would pin the block at close)."""
+        from nets import shm_queue as q
+
+        return [np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0) for sq in self.queues]
+
     def counts(self) -> list[int]:
         """(forward batches, positions, FLOPs, forward ns) summed over the servers."""
         from nets import shm_queue as q
 
-        c = [0, 0, 0, 0]
-        for sq in self.queues:
-            hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
-            for i, k in enumerate((q.G_BATCHES, q.G_POSITIONS, q.G_FLOPS, q.G_BUSY_NS)):
-                c[i] += int(hdr[k])
-        return c
+        hdrs = self._headers()
+        return [sum(int(hdr[k]) for hdr in hdrs) for k in (q.G_BATCHES, q.G_POSITIONS, q.G_FLOPS, q.G_BUSY_NS)]
 
     def batch_hist(self) -> list[int]:
         """Forward batches by size, summed over the servers: bin i holds 2**i..2**(i+1)-1
@@ -282,8 +285,7 @@ class _Servers:
         from nets import shm_queue as q
 
         out = np.zeros(q.BATCH_HIST_BINS, np.int64)
-        for sq in self.queues:
-            hdr = np.ndarray(q.GLOBAL_WORDS, np.int64, sq.shm.buf, 0)
+        for hdr in self._headers():
             out += hdr[q.G_BATCH_HIST:q.G_BATCH_HIST + q.BATCH_HIST_BINS]
         return out.tolist()
 
@@ -293,13 +295,13 @@ class _Servers:
         from nets import shm_queue as q
         from nets.backends import BACKENDS
 
-        k = int(np.ndarray(q.GLOBAL_WORDS, np.int64, self.queues[0].shm.buf, 0)[q.G_FORWARD])
+        k = int(self._headers()[0][q.G_FORWARD])
         return BACKENDS[k - 1] if 0 < k <= len(BACKENDS) else None
 
     def version(self) -> int:
         from nets import shm_queue as q
 
-        return int(np.ndarray(q.GLOBAL_WORDS, np.int64, self.queues[0].shm.buf, 0)[q.G_MODEL_VERSION])
+        return int(self._headers()[0][q.G_MODEL_VERSION])
 
     def dead(self) -> str | None:
         for s, p in enumerate(self.procs):
