@@ -11,9 +11,13 @@ function as :class:`nets.model.Net` with the same weights (KataGo's ``NormMask``
   which is what the per-size net's zero padding gives it;
 * global pooling is masked: the mean over the board's cells, the size scale
   ``(sqrt(H*W) - 10) / 10`` per sample, the max over the board's post-ReLU values;
-* batch norm in training uses statistics over on-board cells only (and updates the
-  running statistics from them, unbiased variance as torch does), so a one-size batch
-  trains exactly as the per-size net does; in eval mode it is the same affine map.
+* batch norm in training uses statistics over on-board cells only, per group: a batch of
+  G equal consecutive groups (the trainer's one group per board size) normalises each
+  group by its own statistics and updates the running statistics from the groups in order,
+  unbiased variance, as G per-size passes would. So a padded batch of several sizes trains
+  exactly as the per-size net does size by size (pooled statistics over all sizes lost to
+  the per-size step in the `cpu` loop's settings: docs/ABLATIONS.md); in eval mode it is
+  the same affine map.
 
 Off-board cells of the residual stream are zeroed after every block, so nothing but
 on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
@@ -108,19 +112,36 @@ def masked_global_pool(x: torch.Tensor, mask: torch.Tensor, area: torch.Tensor) 
 
 def masked_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, mask: torch.Tensor, count: torch.Tensor
                       ) -> torch.Tensor:
-    """`bn` applied to `x` with, in training, the batch statistics of the on-board cells only
-    (`count` cells in all; the running statistics updated from them as torch does)."""
+    """`bn` applied to `x` (B, C, S, S) with, in training, the statistics of the on-board cells
+    of each of G equal consecutive groups of the batch: `count` (G,) holds each group's on-board
+    cells (G = 1: the whole batch). The running statistics are updated from the groups in order,
+    as G batch-norm calls would (momentum m each: (1 - m)^G of the old value remains)."""
     if not bn.training:
         return F.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
-    mean = (x * mask).sum(dim=(0, 2, 3)) / count
-    var = (((x - mean[None, :, None, None]) * mask) ** 2).sum(dim=(0, 2, 3)) / count
+    g = count.shape[0]
+    b, c = x.shape[:2]
+
+    def per_group(per_sample):  # (B, C) sums -> (G, C) sums over each group's samples
+        return per_sample.reshape(g, -1, c).sum(1)
+
+    def per_sample(per_grp):  # (G, C) -> (B, C): each sample its group's row
+        return per_grp[:, None, :].expand(g, b // g, c).reshape(b, c)
+
+    xm = x * mask
+    mean = per_group(xm.sum(dim=(2, 3))) / count[:, None]  # (G, C)
+    centred = x - per_sample(mean)[:, :, None, None]
+    var = per_group(((centred * mask) ** 2).sum(dim=(2, 3))) / count[:, None]
     with torch.no_grad():
         m = bn.momentum if bn.momentum is not None else 0.1
-        bn.running_mean.mul_(1 - m).add_(m * mean.detach())
-        bn.running_var.mul_(1 - m).add_(m * var.detach() * count / (count - 1.0).clamp(min=1.0))  # no host sync
-        bn.num_batches_tracked.add_(1)
-    inv = torch.rsqrt(var + bn.eps)
-    return (x - mean[None, :, None, None]) * (inv * bn.weight)[None, :, None, None] + bn.bias[None, :, None, None]
+        age = torch.arange(g - 1, -1, -1, device=x.device, dtype=torch.float32)  # later groups weigh more
+        w = (m * (1 - m) ** age)[:, None]
+        unbiased = var.detach() * (count / (count - 1.0).clamp(min=1.0))[:, None]  # no host sync
+        keep = (1 - m) ** g
+        bn.running_mean.mul_(keep).add_((w * mean.detach()).sum(0))
+        bn.running_var.mul_(keep).add_((w * unbiased).sum(0))
+        bn.num_batches_tracked.add_(g)
+    scale = per_sample(torch.rsqrt(var + bn.eps) * bn.weight)  # (B, C)
+    return centred * scale[:, :, None, None] + bn.bias[None, :, None, None]
 
 
 class CanvasNet(nn.Module):
@@ -132,14 +153,18 @@ class CanvasNet(nn.Module):
         self.net = net
         self.config = net.config
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x: (B, C, S, S) planes, zeros off the board; mask: (B, 1, S, S) board mask.
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, groups: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (B, C, S, S) planes, zeros off the board; mask: (B, 1, S, S) board mask; `groups`:
+        in training, batch-norm statistics per each of that many equal consecutive groups of the
+        batch (B divisible by it; the trainer's one group per board size).
         Returns (policy logits (B, S, S), value logits (B, 3), or (B, 4) with the moves-left head)."""
         if not x.is_floating_point():
             x = x.float()
+        if x.shape[0] % groups:
+            raise ValueError(f"a batch of {x.shape[0]} does not split into {groups} equal groups")
         net = self.net
         area = mask.sum(dim=(1, 2, 3))
-        count = area.sum()
+        count = area.reshape(groups, -1).sum(1)  # on-board cells per group
 
         def bn(mod, t):
             return masked_batch_norm(mod, t, mask, count)

@@ -105,7 +105,7 @@ class TrainConfig:
     device: str = field(default="auto", metadata=opt("torch device: auto (cuda if available), cpu, cuda[:N]"))
     padded: bool = field(default=False, metadata=opt(
         "one padded canvas batch of all sizes per step (masked, nets.canvas; as large as the window's largest "
-        "board) instead of one pass per size"))
+        "board) instead of one pass per size: the same maths (batch-norm statistics per size), one pass"))
     compile: bool = field(default=False, metadata=opt(
         "with --padded: torch.compile the canvas net's forward and backward (2.3x the padded step's samples/s "
         "at 256 per size on an H200; there two compiles: the first batch size, then one for every size; on the "
@@ -245,7 +245,7 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0):
+           mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
     moves-left loss of one batch (0-dim tensors on `device`; nothing here waits for the device).
 
@@ -255,7 +255,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     outcome's one-hot becomes, for a won or lost game, ``(1 - s) * onehot + s * draw`` with
     ``s = d * min(1, plies_left / cells)`` (cells each sample's H * W): a win nearer the end
     and a loss farther from it score higher (W - L = +-(1 - s)). With a board `mask` (a canvas
-    batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`.
+    batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`, its
+    batch-norm statistics taken per each of `groups` equal consecutive groups (one per size).
 
     Moves left (a net with the head, ``NetConfig.moves_left``): ``Huber(m - plies_left /
     cells, delta=MOVES_LEFT_HUBER_DELTA)`` summed over the samples, m the net's 4th value
@@ -264,7 +265,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    pol, val = model(x) if mask is None else model(x, to_device(mask, device))
+    pol, val = model(x) if mask is None else model(x, to_device(mask, device), groups)
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -471,13 +472,13 @@ class Trainer:
         sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left
         mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
-        if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws)
+        if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws, BN per size)
             batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes],
                                        side=None)  # as large as the window's largest board, no larger
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
                 loss, p, v, e, ml = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
                                            self.cfg.value_mix, self.channels_last, mask, mlw,
-                                           self.cfg.value_distance)
+                                           self.cfg.value_distance, groups=len(sizes))
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
         for size in () if self.cfg.padded else sizes:

@@ -1,8 +1,8 @@
 """The masked canvas net (issue 33) against the per-size net with the same weights: for
 random nets and positions of every Saiblo size and 6x7, one mixed canvas batch gives each
 position's per-size policy (on its board's cells) and value within 1e-5 (fp32, CPU), and
-a one-size batch in train mode gives the per-size batch norm (outputs and running
-statistics)."""
+in train mode a batch of several sizes, with batch-norm statistics per size, gives the
+per-size net's outputs, gradients and running statistics, size after size."""
 
 from __future__ import annotations
 
@@ -124,6 +124,40 @@ def test_masked_train_mode_batch_norm_on_one_size_equals_the_per_size_net(h, w):
     gb = torch.autograd.grad(loss, list(twin.parameters()))
     for p, q in zip(ga, gb):
         assert torch.allclose(p, q, atol=1e-4, rtol=1e-3)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(net_name=st.sampled_from(["tiny", "two_gpool"]), seed=st.integers(0, 10_000),
+       sizes=st.lists(st.sampled_from(SIZES), min_size=2, max_size=4, unique=True), per=st.integers(1, 5))
+def test_train_mode_with_statistics_per_size_equals_the_per_size_passes(net_name, seed, sizes, per):
+    """A canvas batch of several sizes in train mode, `groups` = one per size: each size's
+    outputs and the parameters' gradients equal those of one per-size pass per size (the
+    trainer's per-size step), and the running statistics equal those after the passes in order."""
+    net = _randomised(NETS[net_name], seed).train()
+    twin = copy.deepcopy(net)
+    rng = np.random.default_rng(seed)
+    parts = [_positions(h, w, per, rng) for h, w in sizes]
+    x, mask, _ = to_canvas(parts)
+    pol, val = CanvasNet(twin).train()(x, mask, groups=len(sizes))
+    loss = pol.new_zeros(())
+    ref_loss = pol.new_zeros(())
+    for i, b in enumerate(parts):  # a loss that weighs every output, per size
+        h, w = b.shape[2:]
+        sl = slice(i * per, (i + 1) * per)
+        ref_pol, ref_val = net(torch.from_numpy(b))
+        assert torch.allclose(pol[sl, :h, :w], ref_pol, atol=1e-4, rtol=0), (h, w)
+        assert torch.allclose(val[sl], ref_val, atol=1e-4, rtol=0), (h, w)
+        wp = torch.linspace(0.5, 1.5, h * w).reshape(h, w)
+        ref_loss = ref_loss + (ref_pol * wp).square().mean() + ref_val[:, 0].sum() - ref_val[:, 2].square().sum()
+        loss = loss + (pol[sl, :h, :w] * wp).square().mean() + val[sl, 0].sum() - val[sl, 2].square().sum()
+    for (name, a), (_, c) in zip(net.named_buffers(), twin.named_buffers()):
+        assert torch.allclose(a.float(), c.float(), atol=1e-5, rtol=1e-5), name
+    ga = torch.autograd.grad(ref_loss, list(net.parameters()))
+    gb = torch.autograd.grad(loss, list(twin.parameters()))
+    for (name, _), p, q in zip(net.named_parameters(), ga, gb):
+        assert torch.allclose(p, q, atol=1e-4, rtol=1e-3), name
+    with pytest.raises(ValueError, match="equal groups"):
+        CanvasNet(twin).train()(x[:-1], mask[:-1], groups=len(sizes))
 
 
 def test_masked_pooling_and_the_mask():

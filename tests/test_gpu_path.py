@@ -357,6 +357,9 @@ def test_gpu_runs_default_to_b3c128nbt_and_all_usable_cores(monkeypatch):
     assert RunConfig(gpus=1).net_preset == RunConfig(gpus=4).net_preset == "b3c128nbt"
     assert RunConfig().net_preset == "cpu_small" and RunConfig(gpus=1, preset="tiny").net_preset == "tiny"
     assert loop.PRESETS["gpu"].net == "b3c128nbt" and loop.PRESETS["gpu"].selfplay.gpus >= 1
+    gpu_train, cpu_train = loop.PRESETS["gpu"].train.train, loop.PRESETS["cpu"].train.train
+    assert gpu_train.padded and gpu_train.compile  # one compiled canvas pass per step (the per-size maths)
+    assert not (cpu_train.padded or cpu_train.compile)
     monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0, 1, 2, 5})
     monkeypatch.setattr(run.os, "cpu_count", lambda: 64)
     assert run.default_workers(1) == 3 and run.default_workers(4) == 1 and run.default_workers(0) == 2

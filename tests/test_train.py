@@ -296,10 +296,12 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
                "cpu", 1.5, 0.5)
 
 
-def test_a_padded_step_on_one_size_equals_the_per_size_step(tmp_path):
-    """TrainConfig.padded: on a one-size window the canvas step draws the same samples and
-    gives the same weights, BN statistics and losses as the per-size step (issue 33)."""
-    make_shards(tmp_path, games=6, sizes=((9, 10),), per_shard=40)
+@pytest.mark.parametrize("sizes", [((9, 10),), ((6, 7), (9, 10), (12, 12))])
+def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes):
+    """TrainConfig.padded: on a window of one size or several the canvas step draws the same
+    samples and gives the same weights, BN statistics and losses as the per-size step
+    (batch-norm statistics per size; issues 33 and 34)."""
+    make_shards(tmp_path, games=6, sizes=sizes, per_shard=40)
     win = ReplayWindow()
     win.update(list_shards([tmp_path]))
     out = []
@@ -311,7 +313,7 @@ def test_a_padded_step_on_one_size_equals_the_per_size_step(tmp_path):
         out.append((metrics, tr.model.state_dict()))
     (m_ref, w_ref), (m_pad, w_pad) = out
     for a, b in zip(m_ref, m_pad):
-        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6) and a["sizes"] == b["sizes"] == 1
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6) and a["sizes"] == b["sizes"] == len(sizes)
     for k in w_ref:
         torch.testing.assert_close(w_pad[k].float(), w_ref[k].float(), rtol=1e-4, atol=1e-5, msg=k)
 

@@ -84,12 +84,13 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
             train_threads: int = 1, per_size: int = 16, ratio: float = 6.0, window_c: float = 25_000,
             checkpoint_every: int = 200, samples_per_shard: int = 2000, reload_interval: float = 5.0,
             forward: str = "auto", value_mix: float = 0.0, value_distance: float = 0.0, root_search: str = "puct",
-            games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
+            padded: bool = False, games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
     """A loop preset from the knobs that differ between presets (keywords; the rest are
     the config classes' defaults): `games` games per self-play worker, `full`/`fast`/`prob`
     the playout cap (playouts of a full and a fast search, share of full ones),
     `root_search` self-play's root (puct or gumbel), `per_size` training samples per board size per step, `ratio` trained per generated
-    samples, `window_c` the replay window constant (samples)."""
+    samples, `window_c` the replay window constant (samples), `padded` one compiled canvas pass per
+    training step (``TrainConfig.padded`` and ``compile``: the per-size step's maths in one pass)."""
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
@@ -100,7 +101,7 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
                            selfplay=games_config),
         train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
                              train=TrainConfig(preset=net, per_size=per_size, lr=0.02, ratio=ratio, value_mix=value_mix,
-                                               value_distance=value_distance,
+                                               value_distance=value_distance, padded=padded, compile=padded,
                                                checkpoint_every=checkpoint_every,
                                                window=WindowConfig(c=window_c))),
         eval=evaluation)
@@ -141,14 +142,15 @@ PRESETS = {
     # samples/s, `nets.train --bench --device cuda`), and in a 20-minute loop it trained
     # 2,356 samples/s against 916 at 16 (docs/benchmarks/gpu_h100_2026-11-24.md); the value
     # mix 0.5 and the cooler move sampling of the cpu preset (measured there; issue 33 item 5:
-    # kept until a GPU run measures otherwise). The trainer runs one pass per size: the compiled
-    # padded step (--train.padded --train.compile, 74,675 samples/s at 256 per size on an H200
-    # against 15,684) lost or tied in four 12-minute CPU loops (0.22, 0.525, 0.333, 0.354), though
-    # it beats the per-size step at equal samples offline (0.646); no GPU loop has measured it
-    # (docs/ABLATIONS.md)
+    # kept until a GPU run measures otherwise). The trainer runs one compiled canvas pass per
+    # step (--train.padded --train.compile: 74,675 samples/s at 256 per size on an H200 against
+    # 15,684 for one pass per size, docs/benchmarks/gpu_h200_2026-11-27.md). With batch-norm
+    # statistics per size it computes the per-size step's losses, gradients and running
+    # statistics (tests/test_train.py); the earlier padded step pooled them over all sizes and
+    # lost or tied in four 12-minute CPU loops (docs/ABLATIONS.md)
     "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
                    train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
-                   value_mix=0.5, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
+                   value_mix=0.5, padded=True, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=20, playouts=200)),
     # value target 0.5 outcome + 0.5 root WDL: 8.5 % vs 11.7 % non-optimal Pons moves after
     # 12 equal minutes (docs/ABLATIONS.md); PUCT with the playout cap, not Gumbel: Gumbel 50
