@@ -15,9 +15,9 @@ function as :class:`nets.model.Net` with the same weights (KataGo's ``NormMask``
   G equal consecutive groups (the trainer's one group per board size) normalises each
   group by its own statistics and updates the running statistics from the groups in order,
   unbiased variance, as G per-size passes would. So a padded batch of several sizes trains
-  exactly as the per-size net does size by size (pooled statistics over all sizes lost to
-  the per-size step in the `cpu` loop's settings: docs/ABLATIONS.md); in eval mode it is
-  the same affine map.
+  exactly as the per-size net does size by size (the trainer's per-size step; issue 33's
+  first version pooled the statistics over all sizes: docs/ABLATIONS.md); in eval mode it
+  is the same affine map.
 
 Off-board cells of the residual stream are zeroed after every block, so nothing but
 on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
