@@ -164,6 +164,21 @@ def test_solver_labels_in_shards_are_the_solvers_answers(tmp_path):
     assert differ > 0
 
 
+def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells(tmp_path):
+    from selfplay.generation import loop
+    from selfplay.generation.orchestrator import run_config
+
+    def policy(*flags):
+        args = loop.build_parser().parse_args(["--preset", "standard", "--dir", str(tmp_path / "r"), *flags])
+        return run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay.selfplay
+
+    std = policy()
+    assert std.solve_max_empty == 20 and not std.forbidden_cell
+    assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
+    assert policy("--selfplay.solve-max-empty", "0").solve_max_empty == 0
+    assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards
+
+
 def test_solver_labels_on_small_boards_match_brute_force(tmp_path):
     policy = SelfPlayConfig(solve_max_empty=12, solve_nodes=10**7)
     paths, _ = play(tmp_path, policy, ((4, 5, 6), (5, 5, 7)), games=3)
