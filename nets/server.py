@@ -60,11 +60,12 @@ class ServerConfig:
     threads: torch CPU threads (0: torch's default on the CPU, 1 for a GPU server).
     forward: "eager" (the Net as trained), "fused" (BN folded, :mod:`nets.fused`),
     "compiled" (torch.compile of the fused net), CPU only: "numpy", "ort", "ort_int8",
-    "bf16", "ov", "ov_bf16" (:mod:`nets.backends`); or "auto": on CUDA fused graphs, on the CPU the fastest
+    "bf16", "ov", "ov_bf16" (:mod:`nets.backends`); or "auto": on CUDA :func:`resolve_forward`'s
+    choice (compiled canvas graphs, fused if the compile fails), on the CPU the fastest
     engine that passes its self-check on this machine, timed at start-up on `sizes` at the
     server's batch for at most ``auto_seconds`` (:func:`nets.precision.choose_forward`,
-    cached per machine and net; the choice and its table are logged and the engine is in
-    the shared header's ``G_FORWARD``).
+    cached per machine and net; the choice and its table are logged). Either server puts
+    the forward it serves in the shared header's ``G_FORWARD``.
     sizes: board sizes (h, w) a CUDA server captures graphs for at start-up and a CPU server
     times ``auto`` on (empty: the 16 Saiblo sizes); other sizes run eagerly. self_check: compare every captured graph
     (and every hot reload) with the eager fp32 forward. pipeline: keep two batches in
@@ -262,6 +263,7 @@ class InferenceServer:
         self.hdr[q.G_RELOADS] += 1
 
     def _load_cuda(self, model, kind):
+        from nets.backends import BACKENDS
         from nets.cuda_runner import DEFAULT_SIZES, GraphRunner
 
         if self.runner is not None and self.runner.config == model.config:
@@ -299,6 +301,7 @@ class InferenceServer:
                 runner = build(kind)
             self.runner = runner
             self.hdr[q.G_CAPTURES] += runner.captures
+            self.hdr[q.G_FORWARD] = BACKENDS.index(kind) + 1  # what it serves ("fused" after a failed compile)
         self.model = model
 
     def _serve_cpu_engine(self, backend) -> None:

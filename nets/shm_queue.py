@@ -52,7 +52,7 @@ G_MODEL_VERSION, G_SHUTDOWN, G_RELOADS, G_BATCHES, G_POSITIONS = 7, 8, 9, 10, 11
 G_CAPTURES = 12  # CUDA graphs captured by the server so far (a hot reload adds none)
 G_FLOPS = 13  # network FLOPs served so far (nets.fused.flops_per_eval per position)
 G_BUSY_NS = 14  # CPU server: nanoseconds spent inside the forward so far
-G_FORWARD = 15  # CPU server: 1 + the index in nets.backends.BACKENDS of the engine it serves (0: none yet)
+G_FORWARD = 15  # 1 + the index in nets.backends.BACKENDS of the forward the server serves (0: none yet)
 G_BATCH_HIST = 16  # forward batches of 1, 2-3, 4-7, ..., 4096-8191, >= 8192 positions (BATCH_HIST_BINS words)
 BATCH_HIST_BINS = 14
 GLOBAL_WORDS = 32

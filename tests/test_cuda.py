@@ -23,7 +23,8 @@ from nets.checkpoint import checkpoint_name, save_checkpoint  # noqa: E402
 from nets.cuda_runner import GraphRunner, bucket_sizes, exact_fp32, tolerance_for  # noqa: E402
 from selfplay.bench.gpucheck import perturbed_model  # noqa: E402
 from nets.selfcheck import SelfCheckError, compare, random_planes  # noqa: E402
-from nets.server import ServerConfig, load_model, request_shutdown, start_server  # noqa: E402
+from nets.backends import BACKENDS  # noqa: E402
+from nets.server import ServerConfig, load_model, request_shutdown, resolve_forward, start_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CTX = mp.get_context("spawn")
@@ -237,6 +238,8 @@ def test_a_canvas_server_merges_clients_of_different_sizes(servers):
         for got in outs:
             assert_close(got, ref)
     assert clients[0].global_hdr[q.G_CAPTURES] == len(bucket_sizes(1024, smallest=64))
+    # the header names what it serves: auto's compiled canvas (fused only if the compile failed)
+    assert BACKENDS[clients[0].global_hdr[q.G_FORWARD] - 1] == resolve_forward(cfg) == "compiled"
 
 
 @pytest.mark.parametrize("padded", [False, True])

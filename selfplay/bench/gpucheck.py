@@ -399,7 +399,6 @@ def bench_selfplay(seconds: float, peak, tmp: str, preset: str = "b3c128nbt", ca
         raise RuntimeError(f"selfplay.generation.run exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     summ = json.loads(lines[-1])
     summ.pop("shards", None)
-    summ["served_by"] = summ.pop("forward", None)  # the run's "cuda": keep the asked `forward` below
     steady = steady_rates(proc.stderr)  # status lines are log lines (stderr)
     if steady is None:
         raise RuntimeError(f"selfplay.generation.run wrote games in fewer than two status intervals of {seconds:.0f} s "

@@ -290,8 +290,8 @@ class _Servers:
         return out.tolist()
 
     def forward(self) -> str | None:
-        """The CPU engine the first server serves (nets.backends kind), None before it loaded
-        or on CUDA."""
+        """The forward the first server serves (a nets.backends kind: a CPU engine, or a CUDA
+        server's "fused", "compiled" or "eager" graphs), None before it loaded."""
         from nets import shm_queue as q
         from nets.backends import BACKENDS
 
@@ -326,7 +326,8 @@ class _Servers:
 
 
 def _arithmetic(cfg: RunConfig, forward: str | None, net_gflops: float) -> dict:
-    """The engine a CPU run served, its precision, the machine's matmul peaks at the
+    """The forward a run served (a GPU run: that alone, "cuda" before its server loaded);
+    for a CPU run also the engine's precision, the machine's matmul peaks at the
     server's threads (nets.precision.roofline, measured now, at the run's end: a virtual
     machine's arithmetic can change within a session — the AMX machine's 2-thread bf16 peak
     measured 2,040 GFLOP/s and 783 an hour later — so a cached peak would misstate the
