@@ -58,6 +58,9 @@ from nets.shards import ShardError, list_shards
 log = logging.getLogger("nets.train")
 
 STATE_FORMAT = "c4fast-train-state"
+#: follow mode, a compiled padded step: seconds from the first data to the first step at most
+#: while some of the run's sizes have no samples yet (TrainRunConfig.sizes)
+SIZES_WAIT_S = 120.0
 BENCH_CUDA_PER_SIZE = 128  # --bench on CUDA: samples per size per step (16 sizes: 2048 a step)
 #: Huber threshold of the moves-left loss, in the head's unit (plies / (H * W)): quadratic
 #: within a quarter of the board's cells, linear beyond
@@ -108,8 +111,8 @@ class TrainConfig:
         "board) instead of one pass per size: the same maths (batch-norm statistics per size), one pass"))
     compile: bool = field(default=False, metadata=opt(
         "with --padded: torch.compile the canvas net's forward and backward (2.3x the padded step's samples/s "
-        "at 256 per size on an H200; there two compiles: the first batch size, then one for every size; on the "
-        "CPU dynamic shapes from the start)"))
+        "at 256 per size on an H200; there static shapes, one compile per batch layout, so a follower compiles "
+        "its run's layout before the data comes: TrainRunConfig.sizes; on the CPU dynamic shapes from the start)"))
     precision: str = field(default="auto", metadata=opt(
         "forward/backward precision (fp32 master weights either way): auto (bf16 autocast on CUDA and on CPUs "
         "with AVX512-BF16/AMX, where it trains 1.5x the samples/s and learns as fp32 does; else fp32), fp32, "
@@ -217,6 +220,11 @@ class TrainRunConfig:
     stop_after: int = field(default=0, metadata=opt("end this run after N steps (0: no limit)"))
     max_wait: float = field(default=0.0, metadata=opt("follow mode: stop after waiting this many "
                                                      "seconds for data (0: never)"))
+    sizes: str = field(default="", metadata=opt(
+        "follow mode: the board sizes the followed self-play plays ('saiblo' or a list like 9x9,12x12; the loop "
+        "sets it; empty: unknown). A compiled padded trainer compiles its step for them while it waits for data; "
+        "with static shapes (CUDA: one compile per batch layout) it takes its first step once each has samples "
+        "(at most SIZES_WAIT_S later), so one layout, one compile"))
     threads: int = field(default=0, metadata=opt("torch CPU threads (0: torch's default)"))
     poll: float = field(default=5.0, metadata=opt("seconds between scans for new shards"))
     log_every: int = field(default=20, metadata=opt("steps between metric logs"))
@@ -232,6 +240,12 @@ class TrainRunConfig:
             raise ValueError("--max-wait must be a finite number >= 0")
         if not (math.isfinite(self.poll) and self.poll > 0) or self.log_every < 1:
             raise ValueError("--poll must be > 0 and --log-every >= 1")
+        if self.sizes:
+            RULES.parse_sizes(self.sizes)  # ValueError naming the bad size
+
+    def size_list(self) -> tuple[tuple[int, int], ...]:
+        """The followed self-play's board sizes (empty: unknown)."""
+        return tuple(RULES.parse_sizes(self.sizes)) if self.sizes else ()
 
 
 def to_device(a: np.ndarray, device) -> torch.Tensor:
@@ -338,8 +352,10 @@ class Trainer:
         # On the CPU dynamic shapes from the first compile: one or two cold compiles (~1.5 min each on 2
         # cores) for the run instead of one for each new batch size and canvas until automatic dynamic
         # shapes take over (a 12-minute loop's first step came after 1.7 instead of 2.8 minutes). On CUDA
-        # automatic dynamic shapes, as measured there: a second batch size compiles once more, then none.
-        self.canvas_fwd = (torch.compile(self.canvas, dynamic=True if self.device.type == "cpu" else None)
+        # static shapes (automatic dynamic: a second layout compiles once more as dynamic, a third change of
+        # a dimension once again); a follower compiles its run's one layout in advance (warm_up, _Session).
+        self.static_shapes = cfg.compile and self.device.type != "cpu"  # a new batch layout compiles again
+        self.canvas_fwd = (torch.compile(self.canvas, dynamic=None if self.static_shapes else True)
                            if cfg.compile else self.canvas)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
@@ -473,14 +489,7 @@ class Trainer:
         mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
         if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws, BN per size)
-            batch, mask = canvas_batch([window.sample(self.rng, size, self.cfg.per_size) for size in sizes],
-                                       side=None)  # as large as the window's largest board, no larger
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e, ml = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
-                                           self.cfg.value_mix, self.channels_last, mask, mlw,
-                                           self.cfg.value_distance, groups=len(sizes))
-            (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
+            sums += self._padded_pass([window.sample(self.rng, size, self.cfg.per_size) for size in sizes], n_total)
         for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
@@ -502,6 +511,45 @@ class Trainer:
         if self.net_config.moves_left:  # Huber loss per sample, in plies / cells (MOVES_LEFT_HUBER_DELTA)
             out["moves_left_loss"] = mll / n_total
         return out
+
+    def _padded_pass(self, batches: list[Batch], n_total: int) -> torch.Tensor:
+        """Forward and backward of one canvas batch of `batches` (one per board size, each a
+        batch-norm group; the canvas as large as their largest board, no larger); gradients
+        accumulate scaled by 1 / `n_total`. Returns the summed (loss, policy, value, entropy,
+        moves left) on the device, float64."""
+        batch, mask = canvas_batch(batches, side=None)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            loss, p, v, e, ml = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
+                                       self.cfg.value_mix, self.channels_last, mask, self.cfg.moves_left_weight,
+                                       self.cfg.value_distance, groups=len(batches))
+        (loss / n_total).backward()
+        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
+
+    def warm_up(self, sizes) -> float:
+        """Compile the padded step (``TrainConfig.compile``) for a window of `sizes` ((H, W)
+        pairs; ``per_size`` samples each) before any data exists: one forward and backward of
+        synthetic positions of that layout, then the weights, batch-norm statistics and
+        gradients are put back as they were (no optimizer step, no RNG draw), so a run with a
+        warm-up trains exactly as one without. With static shapes (CUDA) a window of these
+        sizes then compiles nothing more. Returns the seconds taken (0: nothing to compile)."""
+        if not (self.cfg.padded and self.cfg.compile) or not sizes:
+            return 0.0
+        t0 = time.monotonic()
+        n, c = self.cfg.per_size, self.net_config.in_planes
+        batches = []
+        for h, w in sorted(set(sizes)):
+            batches.append(Batch(h, w, np.zeros((n, c, h, w), np.float32),
+                                 np.full((n, h, w), 1.0 / (h * w), np.float32), np.ones(n, np.float32),
+                                 np.ones(n, np.int64), np.ones((n, h, w), bool),
+                                 np.tile(np.float32([0.0, 1.0, 0.0]), (n, 1)), np.ones(n, np.float32)))
+        kept = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.model.train()
+        self._padded_pass(batches, n * len(batches)).tolist()  # waits for the device: the compile is done
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(kept[k])  # in place: the compiled graphs keep their tensors
+        self.opt.zero_grad(set_to_none=True)
+        return time.monotonic() - t0
 
     def log(self, metrics: dict, window: ReplayWindow, samples_per_s: float) -> None:
         if self.tb is None:
@@ -564,6 +612,11 @@ class _Session:
         self.cfg = run.train
         self.window = ReplayWindow(self.cfg.window)
         self.sources = paths + ([run.follow] if run.follow else [])
+        # the followed run's sizes, for a compiled padded step: compiled for before the data comes and,
+        # with static shapes, awaited (at most SIZES_WAIT_S from the first data) before the first step
+        self.expected = run.size_list() if run.follow and self.cfg.padded and self.cfg.compile else ()
+        self.await_sizes = bool(self.expected) and trainer.static_shapes
+        self.first_data: float | None = None
         self.refresh()
         self.bar = None
         if self.cfg.steps and not quiet and not run.follow:
@@ -587,7 +640,24 @@ class _Session:
         if now - self.last_refresh >= self.run.poll:
             self.refresh()
         allowed = self.cfg.ratio * self.window.total_samples
-        return not self.window.sizes or self.trainer.samples_trained + self.step_samples() > allowed
+        if not self.window.sizes or self.trainer.samples_trained + self.step_samples() > allowed:
+            return True
+        return bool(self.missing_sizes(now))
+
+    def missing_sizes(self, now: float) -> list[tuple[int, int]]:
+        """Before the first step: the expected sizes the window lacks (empty once all are
+        there, or SIZES_WAIT_S after the first data, when the step starts with those it has)."""
+        if not self.await_sizes or not self.window.sizes:
+            return []
+        missing = sorted(set(self.expected) - set(self.window.sizes))
+        self.first_data = self.first_data or now
+        if missing and now - self.first_data > SIZES_WAIT_S:
+            log.warning("no samples of %s after %.0f s: starting with the %d sizes there (a new batch layout "
+                        "later compiles again)", ", ".join(f"{h}x{w}" for h, w in missing), SIZES_WAIT_S,
+                        len(self.window.sizes))
+            self.await_sizes = False
+            return []
+        return missing
 
     def loop(self) -> None:
         trainer, cfg, run, window = self.trainer, self.cfg, self.run, self.window
@@ -595,6 +665,10 @@ class _Session:
         waiting_since = None
         last_status = 0.0
         rate_t, rate_n = time.monotonic(), trainer.samples_trained
+        if self.expected:
+            log.info("compiling the padded step for %d sizes (%d samples each) before the data comes",
+                     len(self.expected), cfg.per_size)
+            log.info("compiled in %.1f s", trainer.warm_up(self.expected))
         while not (cfg.steps and trainer.step >= cfg.steps):
             check_interrupt()
             if run.stop_after and trainer.step - start_step >= run.stop_after:
@@ -606,8 +680,10 @@ class _Session:
                     if run.max_wait and now - waiting_since > run.max_wait:
                         break
                     if not self.quiet and now - last_status > 10:
-                        log.info("step %d: waiting for self-play data (%d samples, %d trained, ratio %s)",
-                                 trainer.step, window.total_samples, trainer.samples_trained, cfg.ratio)
+                        missing = self.missing_sizes(now)
+                        log.info("step %d: waiting for self-play data (%d samples, %d trained, ratio %s%s)",
+                                 trainer.step, window.total_samples, trainer.samples_trained, cfg.ratio,
+                                 f"; no {len(missing)} of the run's sizes yet" if missing else "")
                         last_status = now
                     time.sleep(min(run.poll, 1.0))
                     self.refresh()
@@ -616,6 +692,7 @@ class _Session:
             elif not window.sizes:
                 raise ValueError("no training samples found in " + ", ".join(map(str, self.paths)))
             metrics = trainer.train_step(window)
+            self.await_sizes = False
             trainer.last_metrics = metrics
             if trainer.step % run.log_every == 0 or trainer.step == cfg.steps:
                 now = time.monotonic()

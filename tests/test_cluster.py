@@ -342,6 +342,7 @@ def test_every_loop_knob_is_a_cluster_flag_and_reaches_the_children(tmp_path):
     local_sp, local_tr = Orchestrator(cfg, str(tmp_path / "c"), LocalPlacement()).child_configs(60)
     assert tr["train"]["lr"] == 0.05 == local_tr.train.lr and sp["search"]["c_puct"] == 1.7
     assert sp["preset"] == local_sp.preset == "tiny" and sp["seed"] == local_sp.seed
+    assert tr["sizes"] == local_tr.sizes == cfg.sizes  # the trainer knows the run's sizes
     assert (node_gpus, trainer_gpus) == (0, 0) and sp["status_file"] is None
 
 

@@ -266,3 +266,31 @@ def test_train_step_synchronises_once_on_cuda(tmp_path, padded):
     syncs = [w for w in caught if "synchroniz" in str(w.message)]
     assert len(syncs) <= 1, [str(w.message) for w in syncs]
     assert np.isfinite(m["loss"])
+
+
+def test_a_warm_up_leaves_one_static_compile_for_the_runs_layout(tmp_path):
+    """Trainer.warm_up on CUDA (static shapes, automatic dynamic otherwise): after the warm-up
+    for the run's sizes, steps on a window of those sizes compile nothing more, and the
+    weights are a fresh trainer's until the first step."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_train import make_shards
+    from torch._dynamo.utils import counters
+
+    from nets.replay import ReplayWindow
+    from nets.shards import list_shards
+    from nets.train import TrainConfig, Trainer
+
+    sizes = ((6, 7), (9, 9), (7, 7))
+    make_shards(tmp_path / "d", games=6, sizes=sizes)
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path / "d"]))
+    tr = Trainer(TrainConfig(preset="b3c128nbt", per_size=32, device="cuda", padded=True, compile=True),
+                 str(tmp_path / "t"))
+    before = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    assert tr.warm_up(sizes) > 0.0
+    for k, v in tr.model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    graphs = counters["stats"]["unique_graphs"]
+    for _ in range(3):
+        assert np.isfinite(tr.train_step(win)["loss"])
+    assert counters["stats"]["unique_graphs"] == graphs

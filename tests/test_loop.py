@@ -66,6 +66,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     assert json.loads((run / "loop.json").read_text())["config"]["preset"] == "dummy"
     train_conf = json.loads((run / "config" / "train.json").read_text())
     assert train_conf["resume"] is True and train_conf["train"]["value_mix"] == 0.25
+    assert train_conf["sizes"] == state["config"]["sizes"]  # the trainer knows the run's sizes
 
     def trained_versions():
         versions = {0}

@@ -355,6 +355,70 @@ def test_a_compiled_padded_step_trains_as_the_eager_one(tmp_path):
         TrainConfig(compile=True)
 
 
+def test_a_warm_up_compiles_the_padded_step_and_changes_nothing(tmp_path):
+    """Trainer.warm_up: the compiled padded step for the run's sizes before any data; the weights,
+    batch-norm statistics and gradients stay as a fresh trainer's, the steps that follow compile
+    nothing more and train as the eager step does (fp32)."""
+    from torch._dynamo.utils import counters
+
+    sizes = ((6, 7), (9, 9))
+    make_shards(tmp_path, games=4, sizes=sizes, per_shard=40)
+    win = ReplayWindow()
+    win.update(list_shards([tmp_path]))
+    cfg = TrainConfig(preset="tiny", per_size=8, seed=5, device="cpu", padded=True, precision="fp32",
+                      value_mix=0.5, value_distance=1.0)
+    eager = Trainer(cfg, str(tmp_path / "eager"))
+    warm = Trainer(dataclasses.replace(cfg, compile=True), str(tmp_path / "warm"))
+    assert eager.warm_up(sizes) == 0.0  # nothing to compile
+    assert warm.warm_up(sizes) > 0.0
+    fresh = eager.model.state_dict()
+    for k, v in warm.model.state_dict().items():
+        assert torch.equal(v, fresh[k]), k
+    assert all(p.grad is None for p in warm.model.parameters())
+    graphs = counters["stats"]["unique_graphs"]
+    m_warm = [warm.train_step(win) for _ in range(2)]
+    assert counters["stats"]["unique_graphs"] == graphs  # the warm-up compiled this layout
+    m_eager = [eager.train_step(win) for _ in range(2)]
+    for a, b in zip(m_eager, m_warm):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
+    w_ref = eager.model.state_dict()
+    for k, v in warm.model.state_dict().items():
+        torch.testing.assert_close(v.float(), w_ref[k].float(), rtol=1e-3, atol=1e-4, msg=k)
+
+
+def test_a_compiled_follower_awaits_the_runs_sizes_before_its_first_step(tmp_path):
+    """TrainRunConfig.sizes: a compiled padded trainer with static shapes (CUDA's) in follow
+    mode takes its first step once every size of the run has samples (one batch layout), or
+    SIZES_WAIT_S after the first data; without sizes, the compile or static shapes it does not
+    wait."""
+    from nets.train import SIZES_WAIT_S, _Session
+
+    make_shards(tmp_path / "d", games=3, sizes=((6, 7),), per_shard=40)
+
+    def session(sizes="6x7,9x9", compile=True):
+        run = TrainRunConfig(out=str(tmp_path / f"t{sizes}{compile}"), follow=str(tmp_path / "d"), sizes=sizes,
+                             train=TrainConfig(preset="tiny", per_size=8, device="cpu", padded=True,
+                                               compile=compile))
+        tr = Trainer(run.train, run.out)
+        assert not tr.static_shapes  # the CPU compiles dynamic shapes: no layout to wait for
+        assert _Session(tr, [], run, quiet=True).missing_sizes(1000.0) == []
+        tr.static_shapes = compile  # as on CUDA, where each new batch layout compiles again
+        return _Session(tr, [], run, quiet=True)
+
+    s = session()
+    assert s.missing_sizes(1000.0) == [(9, 9)] and s._wait_for_data(1000.0)
+    assert s.missing_sizes(1000.0 + SIZES_WAIT_S - 1) == [(9, 9)]
+    assert s.missing_sizes(1000.0 + SIZES_WAIT_S + 1) == [] and not s._wait_for_data(1000.0 + SIZES_WAIT_S + 2)
+    for other in (session(sizes=""), session(compile=False), session(sizes="6x7")):
+        assert other.missing_sizes(1000.0) == [] and not other._wait_for_data(1000.0)
+    s = session()
+    make_shards(tmp_path / "d", seed=1, games=3, sizes=((9, 9),), per_shard=40)
+    s.refresh()
+    assert s.missing_sizes(1000.0) == [] and not s._wait_for_data(1000.0)
+    with pytest.raises(ValueError, match="board size"):
+        TrainRunConfig(sizes="6x7,3x3")
+
+
 def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None):
     """Reference: per-row CE of softmax(val) against (1-mix)*hard + mix*root_wdl, summed;
     hard is the outcome's one-hot, for a decided game with the share

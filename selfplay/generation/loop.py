@@ -177,7 +177,7 @@ PRESETS = {
 #: fields of the children's configs that the loop sets (no flags for them)
 LOOP_MANAGED = frozenset({"selfplay.model", "selfplay.out", "selfplay.time", "selfplay.seed", "selfplay.sizes",
                           "selfplay.preset", "selfplay.status_file", "train.out", "train.follow", "train.resume",
-                          "train.status_file", "train.train.seed",
+                          "train.status_file", "train.sizes", "train.train.seed",
                           "train.train.preset"})
 
 

@@ -163,7 +163,7 @@ class Orchestrator:
         sp = dataclasses.replace(c.selfplay, model=self.models, out=self.data, seed=c.seed, sizes=c.sizes,
                                  preset=c.net, time=float(int(remaining_s) + 1),
                                  status_file=os.path.join(self.logs, "selfplay_status.json"))
-        tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True,
+        tr = dataclasses.replace(c.train, out=self.train_dir, follow=self.data, resume=True, sizes=c.sizes,
                                  status_file=os.path.join(self.logs, "train_status.json"),
                                  train=dataclasses.replace(c.train.train, seed=c.seed, preset=c.net))
         return sp, tr
