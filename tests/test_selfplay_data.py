@@ -174,7 +174,7 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
 
     std = policy()
     assert std.solve_max_empty == 20 and not std.forbidden_cell
-    assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")  # Pons's random play
+    assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")
     assert loop.PRESETS["cpu"].selfplay.selfplay.fork_probability == 0.0  # level on Saiblo boards
     assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
     assert policy("--selfplay.solve-max-empty", "0").solve_max_empty == 0

@@ -162,7 +162,7 @@ PRESETS = {
     # 0.55, 0.57 in three 12-minute seeds against the preset without them (0.547 [0.505,
     # 0.588] over the 150 pairs), Pons exact misses -0.80, -0.20, -0.14 points, result-
     # changing ones level; about 450 solver nodes a sample, no fewer samples; half the games
-    # start from a fork of up to 28 random-ish moves (Pons's positions come from random play):
+    # start from a fork of up to 28 random-ish moves (Pons's positions look like random play):
     # Pons 8.04 -> 7.48 % exact / 1.86 -> 1.52 % result-changing in 12 minutes (seed 11, the
     # control beside it), 7.84 -> 6.76 % / 1.16 -> 0.92 % over 60 (seed 17), matches level
     # (0.485 and 0.485 in 100 pairs each; docs/ABLATIONS.md)
