@@ -165,12 +165,8 @@ PRESETS = {
     # start from a fork of up to 28 random-ish moves (Pons's positions look like random play):
     # Pons 8.04 -> 7.48 % exact / 1.86 -> 1.52 % result-changing in 12 minutes (seed 11, the
     # control beside it), 7.84 -> 6.76 % / 1.16 -> 0.92 % over 60 (seed 17), matches level
-    # (0.485 and 0.485 in 100 pairs each; docs/ABLATIONS.md); a replay window four times
-    # wider (c = 100,000): Pons exact misses -0.84 and -0.74 points over 60 minutes without and
-    # with forks (7.84 -> 7.00 %, 6.76 -> 6.02 %), result-changing ones +0.20 and +0.08,
-    # matches level (0.458 and 0.512 in 100 pairs each; docs/ABLATIONS.md)
+    # (0.485 and 0.485 in 100 pairs each; docs/ABLATIONS.md)
     "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, value_distance=1.0,
-                                  window_c=100_000,
                                   games_config=SelfPlayConfig(solve_max_empty=20, fork_probability=0.5,
                                                               fork_max_fill=0.67),
                                   workers=0,
