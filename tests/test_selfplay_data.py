@@ -31,14 +31,14 @@ SEARCH = SearchConfig(full_playouts=24, fast_playouts=8, leaves_per_step=4)
 GOLDEN_OFF = "ef1e79ce247d59ba718075a7995dd24df234db6ec0ed775101ce972b5f0fd555"
 
 
-def play(out, policy: SelfPlayConfig, setups, games=5, parallel=3, prefix="g", search=SEARCH):
+def play(out, policy: SelfPlayConfig, setups, games=5, parallel=3, prefix="g"):
     """Play `games` games per (height, width, seed) of `setups` with a rollout evaluator;
     one shard in `out`. Returns (shard paths, the engines' stats)."""
     w = ShardWriter(str(out), prefix, samples_per_shard=10**6)
     ids = iter(range(1, 10**6))
     stats = []
     for h, wd, seed in setups:
-        eng = SelfPlayEngine(RolloutEvaluator(1, seed=seed), search, policy, h, wd, parallel, seed=seed,
+        eng = SelfPlayEngine(RolloutEvaluator(1, seed=seed), SEARCH, policy, h, wd, parallel, seed=seed,
                              next_game_id=ids.__next__)
         eng.play(games, w.add_game)
         stats.append(eng.stats)
@@ -70,7 +70,7 @@ def datasets_digest(paths) -> str:
 def test_switches_off_write_the_same_shards_as_before(tmp_path):
     paths, _ = golden_run(tmp_path / "a")
     assert datasets_digest(paths) == GOLDEN_OFF
-    explicit = SelfPlayConfig(solve_max_empty=0, fork_probability=0.0, full_below_fill=0.0)
+    explicit = SelfPlayConfig(solve_max_empty=0, fork_probability=0.0)
     paths_b, _ = golden_run(tmp_path / "b", explicit)
     assert datasets_digest(paths_b) == GOLDEN_OFF
     with h5py.File(paths[0]) as f:
@@ -399,36 +399,9 @@ def test_fill_of_shards_and_arena_records_against_a_replay(tmp_path, capsys):
     assert fill.main([str(bad)]) == 2 and "bad.jsonl:1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("fill,prob", [(0.4, 0.0), (0.3, 0.5)])
-def test_moves_early_in_the_game_always_get_a_full_search(tmp_path, fill, prob):
-    """full_below_fill: every move at ply / playable cells below it is a full search (policy
-    weight 1); later moves keep full_probability's draw (all fast at probability 0)."""
-    search = SEARCH.replace(full_probability=prob)
-    paths, stats = play(tmp_path, SelfPlayConfig(full_below_fill=fill), ((6, 7, 3), (9, 10, 4)), games=4,
-                        search=search)
-    early = late = 0
-    for p in paths:
-        validate_shard(p)
-        data = read_shard(p)
-        data.pop("games")
-        for (h, w), g in data.items():
-            cells = h * w - (g["forbidden"][:, 0] >= 0)  # playable cells
-            first = g["ply"] < fill * cells
-            assert (g["policy_weight"][first] == 1.0).all()
-            early += int(first.sum())
-            late_w = g["policy_weight"][~first]
-            late += late_w.size
-            if prob == 0.0:
-                assert (late_w == 0.0).all()
-            else:
-                assert 0 < late_w.mean() < 1  # still drawn
-    assert early > 0 and late > 0 and sum(s.games for s in stats) == 8
-
-
 def test_new_switches_are_validated():
     for bad in (dict(solve_max_empty=-1), dict(solve_max_empty=145), dict(solve_nodes=0),
-                dict(fork_probability=1.5), dict(fork_max_fill=0.0), dict(fork_max_fill=1.0),
-                dict(full_below_fill=-0.1), dict(full_below_fill=1.5), dict(full_below_fill=float("nan"))):
+                dict(fork_probability=1.5), dict(fork_max_fill=0.0), dict(fork_max_fill=1.0)):
         with pytest.raises(ValueError):
             SelfPlayConfig(**bad)
     assert SelfPlayConfig(fork_max_fill=0.5).fork_plies(42) == 21 and SelfPlayConfig().fork_plies(1) == 1

@@ -60,9 +60,6 @@ class SelfPlayConfig:
                                    ``fork_depth`` alpha-beta's best, half uniform among
                                    those it does not prove lost: quieter positions)
     fork_depth             4       the alpha-beta fork's search depth (plies)
-    full_below_fill        0.0     moves at ply / cells below this always get a full
-                                   search (full_playouts and a policy target), whatever
-                                   SearchConfig.full_probability draws (0: off)
     ====================== ======= ====================================================
 
     A hotter or cooler schedule late in the game is ``move_temp_decay``: the move
@@ -92,8 +89,6 @@ class SelfPlayConfig:
         "who plays a fork: greedy (half greedy, half uniform) or alphabeta (half a depth-limited "
         "alpha-beta's best, half uniform among the moves it does not prove lost)"))
     fork_depth: int = field(default=4, metadata=opt("the alpha-beta fork's search depth in plies"))
-    full_below_fill: float = field(default=0.0, metadata=opt(
-        "moves at ply / cells below this always search fully, with a policy target (0: off)"))
 
     def __post_init__(self):
         for f in ("root_temp_start", "root_temp_base", "root_temp_floor", "move_temp_base"):
@@ -115,8 +110,6 @@ class SelfPlayConfig:
         if self.fork_player not in FORK_PLAYERS:
             raise ValueError(f"SelfPlayConfig.fork_player must be one of {', '.join(FORK_PLAYERS)}, "
                              f"got {self.fork_player!r}")
-        if not (math.isfinite(self.full_below_fill) and 0.0 <= self.full_below_fill <= 1.0):
-            raise ValueError(f"SelfPlayConfig.full_below_fill must be in [0, 1], got {self.full_below_fill}")
         if not 1 <= self.fork_depth <= 16:
             raise ValueError(f"SelfPlayConfig.fork_depth must be in 1..16, got {self.fork_depth}")
 

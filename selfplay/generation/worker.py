@@ -137,11 +137,9 @@ class SelfPlayEngine:
             s.full = False
             self.mcts.start_search(g, 1, full=False, root_temp=1.0)
         else:
-            cells = int(game.state[0]["cells"])
-            # drawn every move, so the random stream does not depend on full_below_fill
-            s.full = bool(self.rng.random() < self.search.full_probability) \
-                or game.ply < self.policy.full_below_fill * cells
+            s.full = bool(self.rng.random() < self.search.full_probability)
             target = self.search.full_playouts if s.full else self.search.fast_playouts
+            cells = int(game.state[0]["cells"])
             self.mcts.start_search(g, target, full=s.full,
                                    root_temp=self.policy.root_temperature(game.ply, cells))
         s.start_visits = self.mcts.root_playouts(g)
