@@ -34,8 +34,9 @@ FAST = [k for k in BACKENDS if k != "compiled"]
 #: Outputs of the shipped models on three positions, computed at commit f36fe65 (before the
 #: switch existed): predict()'s (win, draw, loss), its first 4 policy logits, and the numpy
 #: export's value logits. A net without the head must still give them. ``c4fast_cpu``'s were
-#: computed again when that model was replaced (2026-11-26, step 10,120), by the code that
-#: reproduces the f36fe65 figures of the other two.
+#: computed again when that model was replaced (2026-11-26, step 10,120), ``c4fast_std6x7``'s
+#: when it was (2026-11-28, step 52,340), by the code that reproduces the f36fe65 figures of
+#: ``c4fast_gpu``.
 GOLDEN = {
     "c4fast_cpu": [
         ([0.5096227, 0.01425954, 0.4761178], [-0.6279721, 0.7121568, 2.31873, 3.10026], [1.155674, -2.420571, 1.087669]),
@@ -48,9 +49,9 @@ GOLDEN = {
         ([0.3877495, 0.002309585, 0.6099409], [-1.52548, -1.069564, 0.7602085, 1.654874], [1.521523, -3.601769, 1.974525]),
     ],
     "c4fast_std6x7": [
-        ([0.2864652, 0.09812658, 0.6154082], [-0.04411855, 0.8300278, 2.020899, 2.28266], [0.02534086, -1.046019, 0.7900098]),
-        ([0.575018, 0.1676378, 0.2573441], [-1.325378, 1.89626, -0.897541, 0.2609915], [0.7307353, -0.5018606, -0.07325193]),
-        ([0.4114495, 0.1484946, 0.4400559], [-1.230316, -0.1303911, 0.6283274, 1.565098], [0.2471723, -0.7719659, 0.3143875]),
+        ([0.2184657, 0.5534424, 0.2280918], [0.04566517, -0.3383095, -1.367951, -0.2381763], [-0.2982289, 0.631299, -0.2551104]),
+        ([0.262068, 0.5888074, 0.1491245], [-1.648973, -1.16839, -2.032888, -1.466303], [-0.09523321, 0.7142617, -0.6590555]),
+        ([0.1873692, 0.5243957, 0.288235], [-1.32367, -0.6484089, -0.263231, -0.1716966], [-0.4442217, 0.5849434, -0.0135271]),
     ],
 }
 
