@@ -439,6 +439,19 @@ def list_shards(paths) -> list[str]:
     return sorted(out)
 
 
+def shard_totals(paths) -> tuple[int, int]:
+    """(games, samples) in the finished shards in `paths`, from each shard's ``num_games`` and
+    ``num_samples`` attributes (unreadable shards count as 0)."""
+    games = samples = 0
+    for p in list_shards(paths):
+        try:
+            with h5py.File(p, "r") as f:
+                games, samples = games + int(f.attrs["num_games"]), samples + int(f.attrs["num_samples"])
+        except (OSError, KeyError):
+            continue
+    return games, samples
+
+
 def count_samples(paths, cache: dict | None = None) -> tuple[int, int]:
     """(shards, samples) of the finished shards in `paths`, from each shard's
     ``num_samples`` attribute (unreadable shards count as 0 samples). `cache` (path ->

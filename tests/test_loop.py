@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nets.shards import list_shards, read_shard, validate_shard
+from nets.shards import list_shards, read_shard, shard_totals, validate_shard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,10 +56,19 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     state = json.loads((run / "loop.json").read_text())
     first_elapsed = state["elapsed"]
     step_before = int(Path(summary["latest_checkpoint"]).stem.split("_")[1])
+    games_before, samples_before = shard_totals([run / "data"])
+    assert samples_before == summary["samples"] and games_before > 0
     # the same command with a larger budget resumes: it rates the checkpoint saved at the stop,
-    # then needs a newer one, which only a resumed trainer can write
-    proc2 = subprocess.run(loop_cmd(run, 3) + knob, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    # then needs a newer one, which only a resumed trainer can write. Status lines (and the
+    # self-play status they read) every half second: each counts the run's games and samples,
+    # the first start's included, not the new self-play process's alone
+    fast_status = ["--status-every", "0.5", "--selfplay.status-every", "0.5"]
+    proc2 = subprocess.run(loop_cmd(run, 3) + knob + fast_status, cwd=ROOT, capture_output=True, text=True,
+                           timeout=600, env=env)
     assert proc2.returncode == 0, proc2.stdout + proc2.stderr
+    status = [(int(m[1]), int(m[2])) for m in re.finditer(r" min  games (\d+)  samples (\d+) ", proc2.stderr)]
+    assert status, proc2.stderr
+    assert all(g >= games_before and n >= samples_before for g, n in status), (games_before, samples_before, status)
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
     assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
     assert int(Path(s2["latest_checkpoint"]).stem.split("_")[1]) > step_before

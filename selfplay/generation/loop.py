@@ -16,8 +16,8 @@ far. Everything lives under ``--dir``::
     DIR/ratings.json     latest Elo fit;  DIR/elo_curve.csv  Elo per checkpoint
     DIR/logs/            loop.log, selfplay.log, train.log
 
-A status line every ``--status-every`` seconds (games, samples, trainer steps, rates,
-latest Elo). Ctrl-C, SIGTERM or SIGHUP stop everything cleanly (finished games and the
+A status line every ``--status-every`` seconds (the run's games and samples, a resumed
+run's earlier starts included; trainer steps, rates, latest Elo). Ctrl-C, SIGTERM or SIGHUP stop everything cleanly (finished games and the
 trainer state are written); the children die with this process even if it is killed;
 a second loop on the same DIR is refused. The same command resumes where it stopped,
 until ``--minutes`` of run time in total (or ``--max-evaluations`` evaluated checkpoints).
@@ -200,9 +200,19 @@ class LocalPlacement:
         self.run: Orchestrator | None = None
         self.budget = 0.0
         self._cpu_last: tuple[float, dict] | None = None  # (monotonic time, CPU seconds per role)
+        self._before = (0, 0)  # (games, samples) that earlier starts of a resumed run left in DIR/data
 
     def start(self, run: Orchestrator, remaining_s: float) -> None:
+        from nets.shards import shard_totals
+
         self.run, self.budget = run, remaining_s
+        # a resumed run: the status line counts the run's games and samples, not this start's
+        # alone, and never reads an earlier start's self-play status as this one's
+        self._before = shard_totals([run.data])
+        try:
+            os.remove(os.path.join(run.logs, "selfplay_status.json"))
+        except FileNotFoundError:
+            pass
         sp, tr = self.sized(run, *run.child_configs(remaining_s))
         conf = os.path.join(run.dir, "config")
         save_config(sp, os.path.join(conf, "selfplay.json"))
@@ -273,7 +283,8 @@ class LocalPlacement:
     def progress(self) -> dict:
         sp = read_json(os.path.join(self.run.logs, "selfplay_status.json"))
         tr = read_json(os.path.join(self.run.logs, "train_status.json"))
-        return {"games": sp.get("games", 0), "samples": sp.get("samples", 0),
+        games, samples = self._before
+        return {"games": games + sp.get("games", 0), "samples": samples + sp.get("samples", 0),
                 "samples_per_s": sp.get("samples_per_s", 0), "evals_per_s": sp.get("evals_per_s", 0),
                 "train_step": tr.get("step", 0), "train_samples_per_s": tr.get("samples_per_s", 0),
                 "cores": self.cpu_split(sp), "note": f"forward {sp['forward']}" if sp.get("forward") else ""}
