@@ -17,10 +17,11 @@ far. Everything lives under ``--dir``::
     DIR/logs/            loop.log, selfplay.log, train.log
 
 A status line every ``--status-every`` seconds (the run's games and samples, a resumed
-run's earlier starts included; trainer steps, rates, latest Elo). Ctrl-C, SIGTERM or SIGHUP stop everything cleanly (finished games and the
-trainer state are written); the children die with this process even if it is killed;
-a second loop on the same DIR is refused. The same command resumes where it stopped,
-until ``--minutes`` of run time in total (or ``--max-evaluations`` evaluated checkpoints).
+run's earlier starts included; trainer steps, rates, latest Elo). Ctrl-C, SIGTERM or SIGHUP
+stop everything cleanly (finished games and the trainer state are written); the children
+die with this process even if it is killed; a second loop on the same DIR is refused. The
+same command resumes where it stopped, until ``--minutes`` of run time in total (or
+``--max-evaluations`` evaluated checkpoints).
 Flags override the preset; on resume, the stored config plus the flags given now.
 """
 
