@@ -439,30 +439,19 @@ def list_shards(paths) -> list[str]:
     return sorted(out)
 
 
-def shard_totals(paths) -> tuple[int, int]:
+def shard_totals(paths, cache: dict | None = None) -> tuple[int, int]:
     """(games, samples) in the finished shards in `paths`, from each shard's ``num_games`` and
-    ``num_samples`` attributes (unreadable shards count as 0)."""
-    games = samples = 0
-    for p in list_shards(paths):
-        try:
-            with h5py.File(p, "r") as f:
-                games, samples = games + int(f.attrs["num_games"]), samples + int(f.attrs["num_samples"])
-        except (OSError, KeyError):
-            continue
-    return games, samples
-
-
-def count_samples(paths, cache: dict | None = None) -> tuple[int, int]:
-    """(shards, samples) of the finished shards in `paths`, from each shard's
-    ``num_samples`` attribute (unreadable shards count as 0 samples). `cache` (path ->
-    samples), if given, is filled and reused, so each header is read once."""
+    ``num_samples`` attributes (unreadable shards count as 0; a header without ``num_games``
+    as 0 games). `cache` (path -> (games, samples)), if given, is filled and reused, so each
+    header is read once."""
     shards = list_shards(paths)
     cache = {} if cache is None else cache
     for p in shards:
         if p not in cache:
             try:
                 with h5py.File(p, "r") as f:
-                    cache[p] = int(f.attrs["num_samples"])
+                    cache[p] = (int(f.attrs.get("num_games", 0)), int(f.attrs["num_samples"]))
             except (OSError, KeyError):
                 continue
-    return len(shards), sum(cache.get(p, 0) for p in shards)
+    counts = [cache[p] for p in shards if p in cache]
+    return sum(g for g, _ in counts), sum(n for _, n in counts)

@@ -204,12 +204,10 @@ class LocalPlacement:
         self._before = (0, 0)  # (games, samples) that earlier starts of a resumed run left in DIR/data
 
     def start(self, run: Orchestrator, remaining_s: float) -> None:
-        from nets.shards import shard_totals
-
         self.run, self.budget = run, remaining_s
         # a resumed run: the status line counts the run's games and samples, not this start's
         # alone, and never reads an earlier start's self-play status as this one's
-        self._before = shard_totals([run.data])
+        self._before = run.totals()
         try:
             os.remove(os.path.join(run.logs, "selfplay_status.json"))
         except FileNotFoundError:

@@ -118,7 +118,7 @@ class Orchestrator:
                       "latest_elo": None, "runs": 0}
         self.t_start: float | None = None  # monotonic start of this invocation's clock (None: stopped)
         self.lock: DirLock | None = None
-        self._samples_cache: dict[str, int] = {}
+        self._shard_cache: dict[str, tuple[int, int]] = {}  # shard path -> (games, samples)
         self._state_lock = threading.Lock()
         self._eval_thread: threading.Thread | None = None
         self._next_status = 0.0
@@ -169,11 +169,15 @@ class Orchestrator:
         return sp, tr
 
     # ------------------------------------------------------------- evaluation
-    def samples(self) -> int:
-        """Samples in all finished shards of DIR/data (each shard's header read once)."""
-        from nets.shards import count_samples
+    def totals(self) -> tuple[int, int]:
+        """(games, samples) in all finished shards of DIR/data (each shard's header read once)."""
+        from nets.shards import shard_totals
 
-        return count_samples([self.data], self._samples_cache)[1]
+        return shard_totals([self.data], self._shard_cache)
+
+    def samples(self) -> int:
+        """Samples in all finished shards of DIR/data."""
+        return self.totals()[1]
 
     def evaluate_new(self) -> bool:
         """Rate the newest checkpoint against the anchors unless it is rated; True if it was."""
