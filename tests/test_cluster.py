@@ -143,7 +143,7 @@ def faulty_run(tmp_path_factory):
     pytest.importorskip("ray")
     run = tmp_path_factory.mktemp("cluster") / "run"
     shm_before = shm_snapshot()
-    proc = subprocess.Popen(cluster_cmd(run, 1.2), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cluster_cmd(run, 1.5), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         # 1. a self-play actor killed mid-shard: once node n0 has delivered a shard
@@ -157,7 +157,11 @@ def faulty_run(tmp_path_factory):
                                                    for p in list_shards([run / "data"]) if shard_node(p)[0] == "n1")
                                    if os.path.exists(f"/proc/{pid}")], 120, "a live self-play worker on n1")[0]
         os.kill(victim, signal.SIGKILL)
-        # 3. the trainer crashes between storing the next shard and acknowledging it
+        # 3. the trainer crashes between storing the next shard and acknowledging it, once it has trained
+        # (a trainer stopped while still importing has nothing to save, and the resume check needs a step)
+        wait_for(lambda: any(re.search(r"nets\.train: step \d+ loss", log.read_text())
+                             for log in (run / "trainer" / "logs").glob("train_i*.log")), 240,
+                 "the trainer's first logged step")
         (run / "faults").mkdir()
         (run / "faults" / "trainer_exit_after_store").write_text("")
         stdout, stderr = proc.communicate(timeout=400)
