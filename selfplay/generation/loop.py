@@ -148,7 +148,8 @@ PRESETS = {
     # 15,684 for one pass per size, docs/benchmarks/gpu_h200_2026-11-27.md). With batch-norm
     # statistics per size it computes the per-size step's losses, gradients and running
     # statistics (tests/test_train.py); the earlier padded step pooled them over all sizes and
-    # lost or tied in four 12-minute CPU loops (docs/ABLATIONS.md)
+    # lost or tied in four 12-minute CPU loops, this one tied (0.5025 in 100 pairs, bf16 on an
+    # AMX CPU; docs/ABLATIONS.md)
     "gpu": _preset("gpu", "b3c128nbt", gpus=1, workers=8, games=256, full=800, fast=160, server_threads=0,
                    train_threads=0, per_size=64, ratio=4.0, window_c=250_000, checkpoint_every=500,
                    value_mix=0.5, padded=True, games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
