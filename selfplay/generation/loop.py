@@ -133,8 +133,11 @@ PRESETS = {
     # 60-minute net (random/greedy/UCT-500 were: 46-48 wins of 48, ~1,300-Elo intervals).
     # Gumbel root search with 50 playouts for every move (each a weight-1 completed-Q policy
     # target) instead of PUCT with the playout cap 200/50, a quarter full: 0.72 [0.63, 0.79]
-    # in 60 pairs after 12 equal minutes, 1.65x the samples (docs/ABLATIONS.md, issue 35)
-    "cpu": _preset("cpu", "cpu_small", value_mix=0.5, workers=0, server_threads=0, train_threads=0,
+    # in 60 pairs after 12 equal minutes, 1.65x the samples (docs/ABLATIONS.md, issue 35).
+    # 96 games per worker instead of 48: the server's mean batch 105 -> 198, 1.27x the samples
+    # in 6 minutes and 0.62 [0.55, 0.68] in 100 pairs after 12 equal minutes on an AMX CPU
+    # (docs/ABLATIONS.md, issue 34)
+    "cpu": _preset("cpu", "cpu_small", games=96, value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    full=50, fast=50, prob=1.0, root_search="gumbel",
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS)),
