@@ -66,6 +66,11 @@ class BackendUnavailable(RuntimeError):
     """The backend's runtime is not installed (the message says what to install)."""
 
 
+class BackendError(RuntimeError):
+    """An engine answered with outputs of the wrong shape (a runtime broken on this machine,
+    e.g. OpenVINO under an emulated instruction-set cap returns empty tensors)."""
+
+
 def tolerance_of(kind: str) -> Tolerance:
     """Self-check tolerance of backend `kind` against the eager fp32 forward."""
     return {"ort_int8": INT8_TOLERANCE, "bf16": TOLERANCES["bf16"],
@@ -170,7 +175,7 @@ class CpuBackend:
             net = NumpyNet(self.config, _export_arrays(model), {})
             def fn(x: np.ndarray):
                 pol, val = net.forward(x)
-                return pol.reshape(len(pol), -1).astype(np.float32, copy=False), val.astype(np.float32, copy=False)
+                return pol.astype(np.float32, copy=False), val.astype(np.float32, copy=False)
 
             self._fn = fn
         elif k in ("ov", "ov_bf16"):
@@ -190,7 +195,7 @@ class CpuBackend:
                 if channels_last:
                     t = t.contiguous(memory_format=fmt)
                 pol, val = net(t)
-                return pol.flatten(1).float().numpy(), val.float().numpy()
+                return pol.float().numpy(), val.float().numpy()
 
         return fn
 
@@ -212,7 +217,7 @@ class CpuBackend:
 
         def fn(x: np.ndarray):
             pol, val = sess.run(None, {"planes": np.ascontiguousarray(x, np.float32)})
-            return pol.reshape(len(pol), -1), val
+            return pol, val
 
         return fn
 
@@ -254,7 +259,7 @@ class CpuBackend:
                         r.wait()
                 pol = np.concatenate([r.get_tensor(policy).data for r in requests[:k]])
                 val = np.concatenate([r.get_tensor(value).data for r in requests[:k]])
-            return pol.reshape(len(pol), -1), val
+            return pol, val
 
         return fn
 
@@ -275,8 +280,17 @@ class CpuBackend:
 
     # ------------------------------------------------------------------ running
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3) or (n, 4))."""
-        return self._fn(planes)
+        """(n, C, H, W) float32 planes -> (policy logits (n, H*W), value logits (n, 3) or (n, 4)).
+        :class:`BackendError` if the engine's answer has another shape."""
+        pol, val = self._fn(planes)
+        n, _, h, w = planes.shape
+        nv = 4 if self.config.moves_left else 3
+        if np.shape(pol) not in ((n, h * w), (n, h, w)) or np.shape(val) != (n, nv):
+            raise BackendError(
+                f"engine {self.kind!r} answered policy {np.shape(pol)} and value {np.shape(val)} for {n} "
+                f"positions of {h}x{w}; expected ({n}, {h * w}) and ({n}, {nv}): its runtime is broken on "
+                f"this machine (serve another engine, e.g. --forward fused)")
+        return pol.reshape(n, h * w), val
 
 
 def export_onnx(model) -> bytes:

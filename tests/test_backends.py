@@ -16,8 +16,8 @@ import torch
 import c4fast
 from c4fast.evaluators import softmax_rows
 from c4fast.runtime import cpu_seconds
-from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendUnavailable, CpuBackend, calibration_planes,
-                           tolerance_of)
+from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendError, BackendUnavailable, CpuBackend,
+                           calibration_planes, tolerance_of)
 from nets.checkpoint import load_checkpoint
 from nets.fused import flops_per_eval
 from selfplay.bench.gpucheck import perturbed_model
@@ -40,6 +40,27 @@ def within(out, ref, tol):
     err = compare(out[0], softmax_rows(out[1]), *ref)
     assert err["finite"] and err["policy_rel"] <= tol.policy_rel and err["wdl_abs"] <= tol.wdl_abs, err
     return err
+
+
+def test_an_engine_answering_the_wrong_shape_raises_a_clear_error():
+    # OpenVINO under an emulated ISA cap (ONEDNN_MAX_CPU_ISA=AVX2 on an AMX CPU) answered empty
+    # tensors, which failed as a bare numpy reshape error deep in the server; the backend now
+    # checks every answer's shape ((n, H*W) or (n, H, W), and (n, 3|4)) and names the engine (a RuntimeError: --forward auto skips it)
+    be = CpuBackend(perturbed_model("cpu_small", 1), "numpy")
+    x = random_planes(5, c4fast.NUM_PLANES, 6, 7, seed=3).astype(np.float32)
+    pol, val = be(x)
+    assert pol.shape == (5, 42) and val.shape == (5, 3)
+    good = be._fn
+    answers = {"empty": lambda x: (np.zeros(0, np.float32), np.zeros(0, np.float32)),
+               "short batch": lambda x: tuple(a[:-1] for a in good(x)),
+               "value width": lambda x: (good(x)[0], np.zeros((len(x), 4), np.float32)),
+               "board size": lambda x: (np.zeros((len(x), 6, 6), np.float32), good(x)[1]),
+               "transposed": lambda x: (np.zeros((len(x), 7, 6), np.float32), good(x)[1])}
+    for name, fn in answers.items():
+        be._fn = fn
+        with pytest.raises(BackendError, match=r"engine 'numpy' answered .* expected \(5, 42\) and \(5, 3\)"):
+            be(x)
+    assert issubclass(BackendError, RuntimeError)
 
 
 @pytest.mark.parametrize("kind", FAST)
