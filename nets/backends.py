@@ -284,7 +284,7 @@ class CpuBackend:
         :class:`BackendError` if the engine's answer has another shape."""
         pol, val = self._fn(planes)
         n, _, h, w = planes.shape
-        nv = 4 if self.config.moves_left else 3
+        nv = self.config.value_outputs
         if np.shape(pol) not in ((n, h * w), (n, h, w)) or np.shape(val) != (n, nv):
             raise BackendError(
                 f"engine {self.kind!r} answered policy {np.shape(pol)} and value {np.shape(val)} for {n} "
