@@ -67,6 +67,10 @@ class SearchConfig:
                                  estimate (a wdl column 4), else it stays off
     moves_left_cap       0.03    bound of the utility's absolute value
     moves_left_threshold 0.5     the utility applies at nodes whose |Q| exceeds this
+    select_q             0.5     graph search's move (play) only: s > 0 plays the column of
+                                 highest Q among those with at least s times the most
+                                 visits, 0 the most visited (a proven win and the avoidance
+                                 of proven losses come first either way; docs/ABLATIONS.md)
     root_search          puct    batched MCTS (self-play) only: ``puct`` (PUCT at the root,
                                  Dirichlet noise, forced playouts, visit-count targets) or
                                  ``gumbel`` (Gumbel top-m + sequential halving at the root,
@@ -111,6 +115,9 @@ class SearchConfig:
     moves_left_cap: float = field(default=0.03, metadata=opt("bound of the moves-left utility"))
     moves_left_threshold: float = field(default=0.5, metadata=opt(
         "moves-left utility only at nodes whose |Q| exceeds this"))
+    select_q: float = field(default=0.5, metadata=opt(
+        "graph search's move (play): the highest-Q column among those with at least this share of the most "
+        "visits (0: the most visited)"))
 
     def __post_init__(self):
         def bad(name, cond):
@@ -126,6 +133,8 @@ class SearchConfig:
         bad("moves_left_threshold", isinstance(self.moves_left_threshold, (int, float))
             and 0.0 <= self.moves_left_threshold < 1.0)
         bad("full_probability", 0.0 <= self.full_probability <= 1.0)
+        bad("select_q", isinstance(self.select_q, (int, float)) and not isinstance(self.select_q, bool)
+            and 0.0 <= self.select_q <= 1.0)
         for f in ("full_playouts", "fast_playouts", "leaves_per_step", "gumbel_actions"):
             v = getattr(self, f)
             bad(f, isinstance(v, int) and not isinstance(v, bool) and v >= 1)

@@ -41,7 +41,8 @@ NET_GRAMMAR = "net:PATH[:N|:policy|:SECONDSs][:KEY=VALUE,...]"
 #: (a spec from the web board must not allocate gigabytes).
 PLAY_OPTIONS = {
     **{k: (SearchConfig, k) for k in ("c_puct", "fpu_reduction", "leaves_per_step", "sensible", "tree_reuse",
-                                      "proofs", "moves_left_slope", "moves_left_cap", "moves_left_threshold")},
+                                      "proofs", "moves_left_slope", "moves_left_cap", "moves_left_threshold",
+                                      "select_q")},
     **{k: (EndgameConfig, k) for k in ("max_empty", "share", "nodes")},
 }
 

@@ -3,6 +3,8 @@ equals the tree search; proven results are sound against brute force and the exa
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import c4fast
 from c4fast.config import SearchConfig
@@ -333,3 +335,103 @@ def test_proofs_stay_exact_when_the_graph_is_kept_over_a_whole_game():
                     checked += 1
             g.play(gs.best_move() if rng.random() < 0.85 else int(rng.choice(g.legal_moves())))
     assert kept > 60 and checked > 30, (kept, checked)
+
+
+def reference_move(gs, share):
+    """The play move computed from the graph arrays: a proven win first (fewest plies),
+    never a proven loss while another column is not one; then the most visited column, or
+    with `share` > 0 the highest Q among columns with at least share * the most visits
+    (ties: visits, prior, lower column)."""
+    gr, root = gs.graph, gs.root
+    first, n = int(gr.first_edge[root]), int(gr.num_edges[root])
+    rows = []
+    for e in range(first, first + n):
+        c = int(gr.edge_child[e])
+        proof = 0 if c < 0 else int(gr.proof[c])
+        q = 0.0 if c < 0 or (gr.visits[c] == 0 and proof == 0) else float(gr.q[c])
+        rows.append(dict(col=int(gr.edge_move[e]), n=int(gr.edge_visits[e]), p=float(gr.edge_prior[e]),
+                         proof=proof, plies=0 if c < 0 else int(gr.proof_len[c]), q=q))
+    wins = [r for r in rows if r["proof"] == 3]
+    if wins:
+        return sorted(wins, key=lambda r: (r["plies"], -r["n"], -r["p"], r["col"]))[0]["col"]
+    safe = [r for r in rows if r["proof"] != 1]
+    if not safe:
+        return sorted(rows, key=lambda r: (-r["plies"], -r["n"], -r["p"], r["col"]))[0]["col"]
+    most = max(r["n"] for r in safe)
+    if share > 0 and most > 0:
+        safe = [r for r in safe if r["n"] >= share * most]
+        return sorted(safe, key=lambda r: (-r["q"], -r["n"], -r["p"], r["col"]))[0]["col"]
+    return sorted(safe, key=lambda r: (-r["n"], -r["p"], r["col"]))[0]["col"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.sampled_from([(4, 4), (5, 6), (6, 7), (9, 9)]), seed=st.integers(0, 10**6),
+       plies=st.integers(0, 20), playouts=st.integers(1, 300), share=st.sampled_from([0.0, 0.05, 0.3, 0.5, 1.0]),
+       rollouts=st.booleans())
+def test_select_q_plays_the_reference_move_and_changes_nothing_else(size, seed, plies, playouts, share, rollouts):
+    """`SearchConfig.select_q` only changes the move read off the finished search: the same
+    graph as with the visit-count move (0), and the move of an independent reference over the
+    root's edges."""
+    rng = np.random.default_rng(seed)
+    g = c4fast.Game(*size)
+    for _ in range(plies):
+        if g.result is not None:
+            break
+        g.play(int(rng.choice(g.legal_moves())))
+    assume(g.result is None)
+    ev = (lambda: RolloutEvaluator(1, seed=seed)) if rollouts else HashEvaluator
+    base = search(g, playouts, ev(), leaves_per_step=4, select_q=0.0)
+    gs = search(g, playouts, ev(), leaves_per_step=4, select_q=share)
+    np.testing.assert_array_equal(gs.root_visits(), base.root_visits())
+    assert gs.best_move() == reference_move(gs, share)
+    assert base.best_move() == reference_move(base, 0.0)
+    assert gs.best_move() in g.legal_moves()
+
+
+def test_select_q_picks_a_higher_value_than_the_most_visited_column():
+    """On fixed positions the Q rule plays another column than the visit count in some of
+    them, and its column's Q is then never lower than the most visited one's."""
+    rng = np.random.default_rng(3)
+    differ = 0
+    for i in range(30):
+        g = c4fast.Game(6, 7)
+        for _ in range(int(rng.integers(0, 12))):
+            g.play(int(rng.choice(g.legal_moves())))
+        gs = search(g, 150, HashEvaluator(), leaves_per_step=4, select_q=0.2)
+        by_q, by_n = gs.best_move(), search(g, 150, HashEvaluator(), leaves_per_step=4, select_q=0.0).best_move()
+        if by_q != by_n:
+            differ += 1
+            q = {c: q for c, _, _, _, _, q in gs._root_edges()}
+            assert q[by_q] > q[by_n]
+    assert differ >= 3
+
+
+def test_select_q_is_checked_and_reaches_the_net_player():
+    for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="select_q"):
+            SearchConfig(select_q=bad)
+    from c4fast.config import EndgameConfig
+    from nets.players import apply_play_options
+
+    assert apply_play_options({"select_q": "0.25"}, SearchConfig(), EndgameConfig())[0].select_q == 0.25
+    with pytest.raises(ValueError, match="select_q"):
+        apply_play_options({"select_q": "2"}, SearchConfig(), EndgameConfig())
+
+
+def test_select_q_threshold_is_inclusive_on_set_statistics():
+    """Root statistics set by hand: with share 0.5 and most visits 10, a column with 5
+    visits is a candidate and one with 4 is not, whatever their Q."""
+    gs = search(c4fast.Game(6, 7), 60, HashEvaluator(), leaves_per_step=1, select_q=0.5)
+    gr, first = gs.graph, int(gs.graph.first_edge[gs.root])
+    edges = list(range(first, first + int(gr.num_edges[gs.root])))
+    assert len(edges) == 7 and all(gr.edge_child[e] >= 0 for e in edges)
+    cols = [int(gr.edge_move[e]) for e in edges]
+    for e, n, q in zip(edges, (10, 5, 4, 1, 0, 0, 0), (0.0, 0.2, 0.9, 0.95, 0.0, 0.0, 0.0)):
+        gr.edge_visits[e] = n
+        gr.q[gr.edge_child[e]] = q
+        gr.proof[gr.edge_child[e]] = PROOF_NONE
+    assert gs.best_move() == cols[1]
+    gr.q[gr.edge_child[edges[1]]] = -0.1  # below the most visited column's Q
+    assert gs.best_move() == cols[0]
+    gs.config = SearchConfig(select_q=0.0)
+    assert gs.best_move() == cols[0]
