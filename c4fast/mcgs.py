@@ -46,8 +46,8 @@ chooses a child that is a proven win for its side to move (a proven loss for the
 while the node is unproven. The search stops once the root is proven;
 :meth:`GraphSearch.best_move` plays the fastest proven win, else, of the moves that are
 not proven losses, the highest Q among those with at least ``SearchConfig.select_q`` times
-the most visits (0: the most visited), else the slowest proven loss. Without proofs in the graph, the
-search is exactly the plain MCGS.
+the most visits (0: the most visited), else the slowest proven loss. Without proofs in the
+graph, the search is exactly the plain MCGS.
 
 With ``SearchConfig.moves_left_slope`` > 0 and an evaluator that gives the moves-left
 estimate, a decisive node's children that are visited or proven add the bounded moves-left
