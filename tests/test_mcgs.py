@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import c4fast
 from c4fast.config import SearchConfig
 from c4fast.evaluators import RolloutEvaluator, UniformEvaluator
-from c4fast.mcgs import PROOF_NONE, GraphSearch, _lookup
+from c4fast.mcgs import PROOF_LOSS, PROOF_NONE, PROOF_WIN, GraphSearch, _lookup
 from c4fast.players import solver as sv
 from c4fast.mcts import BatchedMCTS, run_search
 
@@ -347,14 +347,14 @@ def reference_move(gs, share):
     rows = []
     for e in range(first, first + n):
         c = int(gr.edge_child[e])
-        proof = 0 if c < 0 else int(gr.proof[c])
-        q = 0.0 if c < 0 or (gr.visits[c] == 0 and proof == 0) else float(gr.q[c])
+        proof = PROOF_NONE if c < 0 else int(gr.proof[c])
+        q = 0.0 if c < 0 or (gr.visits[c] == 0 and proof == PROOF_NONE) else float(gr.q[c])
         rows.append(dict(col=int(gr.edge_move[e]), n=int(gr.edge_visits[e]), p=float(gr.edge_prior[e]),
                          proof=proof, plies=0 if c < 0 else int(gr.proof_len[c]), q=q))
-    wins = [r for r in rows if r["proof"] == 3]
+    wins = [r for r in rows if r["proof"] == PROOF_LOSS]  # a loss for the child's side to move
     if wins:
         return sorted(wins, key=lambda r: (r["plies"], -r["n"], -r["p"], r["col"]))[0]["col"]
-    safe = [r for r in rows if r["proof"] != 1]
+    safe = [r for r in rows if r["proof"] != PROOF_WIN]
     if not safe:
         return sorted(rows, key=lambda r: (-r["plies"], -r["n"], -r["p"], r["col"]))[0]["col"]
     most = max(r["n"] for r in safe)
