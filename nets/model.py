@@ -37,7 +37,7 @@ from torch import nn
 
 from nets.config import NetConfig
 
-__all__ = ["Net", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
+__all__ = ["Net", "OwnershipHead", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
 
 
 def torch_wdl_outputs(value: torch.Tensor, cells) -> torch.Tensor:
@@ -151,6 +151,22 @@ class ValueHead(nn.Module):
         return self.fc2(F.relu(self.fc1(g)))
 
 
+class OwnershipHead(nn.Module):
+    """Training-only auxiliary head (KataGo's ownership): trunk (B, c, H, W) -> logits
+    (B, 3, H, W) of what each cell holds when the game ends: the side to move's stone, the
+    opponent's, or nothing (:data:`nets.train.OWNERSHIP_CLASSES`). 1x1 conv c -> p, BN,
+    ReLU, 1x1 conv p -> 3. Lives in the training state, never in a checkpoint."""
+
+    def __init__(self, c: int, p: int):
+        super().__init__()
+        self.conv = _conv(c, p, 1)
+        self.norm = nn.BatchNorm2d(p)
+        self.conv_out = _conv(p, 3, 1, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv_out(F.relu(self.norm(self.conv(x))))
+
+
 class Net(nn.Module):
     """Policy/value net; ``forward(planes (B,C,H,W)) -> (policy (B,H,W), wdl logits (B,3))``
     (``(B, 4)`` with the moves-left output, ``NetConfig.moves_left``)."""
@@ -192,13 +208,18 @@ class Net(nn.Module):
                 f"expected planes of shape (B, {self.config.in_planes}, H, W), "
                 f"got {tuple(planes.shape)}"
             )
+        x = self.trunk(planes)
+        return self.policy_head(x), self.value_head(x)
+
+    def trunk(self, planes: torch.Tensor) -> torch.Tensor:
+        """The trunk's output (B, channels, H, W) after its final BN + ReLU: what the heads
+        read (the training-only :class:`OwnershipHead` too)."""
         if not planes.is_floating_point():
             planes = planes.float()
         x = self.input_conv(planes)
         for blk in self.blocks:
             x = blk(x)
-        x = F.relu(self.trunk_norm(x))
-        return self.policy_head(x), self.value_head(x)
+        return F.relu(self.trunk_norm(x))
 
 
 def _init_convs(module: nn.Module) -> None:

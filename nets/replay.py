@@ -9,7 +9,8 @@ with c = 250 000, alpha = 0.75, beta = 0.4. Shards are taken newest first (by fi
 modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Each sample also carries ``plies_left`` (:func:`nets.shards.plies_left`: its game's
 ``num_moves`` minus its ``ply``, joined on ``game_id`` within its shard when the shard is
-loaded), the moves-left head's target. Batches are drawn with numpy from the in-RAM arrays and
+loaded), the moves-left head's target, and with ``ownership`` the board its game ended on
+(:func:`nets.shards.final_boards`), the ownership head's target. Batches are drawn with numpy from the in-RAM arrays and
 their input planes rebuilt exactly (c4fast.bitboard.rebuild_batch + encode_batch), so
 random access costs nothing like reading compressed HDF5 chunks. Sampling is uniform.
 """
@@ -25,7 +26,8 @@ import numpy as np
 
 from c4fast.cli import opt
 from c4fast.encode import NUM_PLANES, encode_batch
-from nets.shards import SAMPLE_FIELDS, ShardError, ShardVersionError, plies_left, read_shard, rebuild_positions
+from nets.shards import (SAMPLE_FIELDS, ShardError, ShardVersionError, final_boards, plies_left, read_shard,
+                         rebuild_positions)
 
 KEEP_FIELDS = ("stones", "forbidden", "last", "ply", "policy", "policy_weight", "outcome", "root_wdl", "game_id")
 
@@ -61,12 +63,14 @@ class Batch:
     legal: np.ndarray  # (B, H, W) bool: playable cells
     root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
     plies_left: np.ndarray | None = None  # (B,) float32: plies from the position to its game's end
+    ownership: np.ndarray | None = None  # (B, H, W) float32: the game's final board, +1 the side to move's
+    #                                      stone, -1 the opponent's, 0 empty (ReplayWindow(ownership=True))
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
     """Mirror (column c -> W-1-c) the samples selected by boolean `mask`, in place.
 
-    Planes, policy targets and legal cells flip together; the
+    Planes, policy targets, legal cells and ownership targets flip together; the
     forbidden cell is part of plane 3 and the last moves of planes 4/5, so it mirrors
     with them.
     """
@@ -74,13 +78,18 @@ def flip_batch(b: Batch, mask: np.ndarray) -> None:
         b.planes[mask] = b.planes[mask][..., ::-1]
         b.policy[mask] = b.policy[mask][..., ::-1]
         b.legal[mask] = b.legal[mask][..., ::-1]
+        if b.ownership is not None:
+            b.ownership[mask] = b.ownership[mask][..., ::-1]
 
 
 class ReplayWindow:
-    """The samples of the newest shards, grouped by board size, and a batch sampler."""
+    """The samples of the newest shards, grouped by board size, and a batch sampler.
+    With `ownership` each sample also keeps its game's final board and batches carry the
+    ownership target (:attr:`Batch.ownership`)."""
 
-    def __init__(self, config: WindowConfig = WindowConfig(), warn=None):
+    def __init__(self, config: WindowConfig = WindowConfig(), warn=None, ownership: bool = False):
         self.config = config
+        self.ownership = ownership
         self.warn = warn or logging.getLogger("nets.replay").warning
         self.shard_cache: dict[str, dict] = {}  # path -> per-size arrays (loaded once)
         self.bad: set[str] = set()
@@ -99,7 +108,8 @@ class ReplayWindow:
         try:
             d = read_shard(path)
             games = d.pop("games")
-            entry = {k: {**{f: v[f] for f in KEEP_FIELDS}, "plies_left": plies_left(path, v, games)}
+            entry = {k: {**{f: v[f] for f in KEEP_FIELDS}, "plies_left": plies_left(path, v, games),
+                         **({"final": final_boards(path, v, games, *k)} if self.ownership else {})}
                      for k, v in d.items()}
         except ShardVersionError:
             raise
@@ -175,9 +185,13 @@ class ReplayWindow:
         encode_batch(recs, planes)
         legal = planes[:, 2] > 0
         left = g.get("plies_left")
+        own = None
+        if "final" in g:  # the mover's view: +1 the side to move's stones (player ply % 2 + 1)
+            mover = (g["ply"].astype(np.int64) % 2 + 1)[:, None, None]
+            own = np.where(g["final"] == mover, 1.0, np.where(g["final"] > 0, -1.0, 0.0)).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
                   g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
-                  None if left is None else left.astype(np.float32))
+                  None if left is None else left.astype(np.float32), own)
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b

@@ -52,6 +52,7 @@ import numpy as np
 
 from c4fast import bitboard as bb
 from c4fast.evaluators import column_plane
+from c4fast.game import Game, IllegalMove
 from c4fast.runtime import fsync_dir
 from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
 
@@ -296,6 +297,20 @@ def read_shard(path: str) -> dict:
     return out
 
 
+def _game_rows(path: str, group: dict, games: dict) -> np.ndarray:
+    """Each sample's row in the shard's /games (joined on ``game_id``). Raises
+    :class:`ShardValueError` for a sample of a game the shard does not hold."""
+    gid = np.asarray(games["game_id"], np.int64)
+    order = np.argsort(gid, kind="stable")
+    sid = np.asarray(group["game_id"], np.int64)
+    at = np.searchsorted(gid[order], sid)
+    at = np.minimum(at, max(len(gid) - 1, 0))
+    if len(sid) and (not len(gid) or (gid[order][at] != sid).any()):
+        bad = sid[~np.isin(sid, gid)][0]
+        raise ShardValueError(f"shard {path!r}: a sample of game {int(bad)}, which its /games does not hold")
+    return order[at] if len(sid) else np.zeros(0, np.int64)
+
+
 def plies_left(path: str, group: dict, games: dict) -> np.ndarray:
     """Plies from each sample's position to the end of its game (int16, >= 1): the game's
     ``num_moves`` (from the shard's /games, joined on ``game_id``) minus the sample's
@@ -306,21 +321,37 @@ def plies_left(path: str, group: dict, games: dict) -> np.ndarray:
     The moves-left head's target (``NetConfig.moves_left``). Raises
     :class:`ShardValueError` for a sample of a game the shard does not hold, or one at or
     past its game's end."""
-    gid = np.asarray(games["game_id"], np.int64)
-    order = np.argsort(gid, kind="stable")
-    sid = np.asarray(group["game_id"], np.int64)
-    at = np.searchsorted(gid[order], sid)
-    at = np.minimum(at, max(len(gid) - 1, 0))
-    if len(sid) and (not len(gid) or (gid[order][at] != sid).any()):
-        bad = sid[~np.isin(sid, gid)][0]
-        raise ShardValueError(f"shard {path!r}: a sample of game {int(bad)}, which its /games does not hold")
-    left = np.asarray(games["num_moves"], np.int64)[order][at] - np.asarray(group["ply"], np.int64)
+    rows = _game_rows(path, group, games)
+    left = np.asarray(games["num_moves"], np.int64)[rows] - np.asarray(group["ply"], np.int64)
     if (left < 1).any():
         raise ShardValueError(f"shard {path!r}: a sample at or past the end of its game (num_moves <= ply)")
     if "solved_plies" in group:
         solved = np.asarray(group["solved_plies"], np.int64)
         left = np.where(solved >= 0, solved, left)
     return left.astype(np.int16)
+
+
+def final_boards(path: str, group: dict, games: dict, h: int, w: int) -> np.ndarray:
+    """The board each sample's game ended on, (N, H, W) int8: 0 empty (the forbidden cell
+    too), 1 / 2 the player whose stone lies there; row 0 bottom. Replayed from the shard's
+    /games (``moves[:num_moves]`` from the empty board, so a forked game's opening counts).
+    The ownership target (``TrainConfig.ownership_weight``). Raises
+    :class:`ShardValueError` for a sample of a game the shard does not hold, a game of
+    another size, or moves that do not replay."""
+    rows = _game_rows(path, group, games)
+    out = np.zeros((len(rows), h, w), np.int8)
+    for r in np.unique(rows):
+        if (int(games["height"][r]), int(games["width"][r])) != (h, w):
+            raise ShardValueError(f"shard {path!r}: game {int(games['game_id'][r])} is "
+                                  f"{int(games['height'][r])}x{int(games['width'][r])}, its samples {h}x{w}")
+        fr, fc = (int(x) for x in games["forbidden"][r])
+        n = int(games["num_moves"][r])
+        try:
+            g = Game.from_moves(h, w, None if fr < 0 else (fr, fc), [int(c) for c in games["moves"][r][:n]])
+        except IllegalMove as e:
+            raise ShardValueError(f"shard {path!r}: game {int(games['game_id'][r])} does not replay: {e}") from None
+        out[rows == r] = np.maximum(g.board(), 0)
+    return out
 
 
 def rebuild_positions(group: dict, h: int, w: int) -> np.ndarray:

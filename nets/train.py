@@ -4,8 +4,8 @@ Each step draws ``per_size`` samples from every board size in the replay window,
 runs forward/backward per size and accumulates the gradients (one optimizer step per
 training step), with random horizontal flips. Loss (per sample, averaged over the
 step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``
-(+ ``moves_left_weight * Huber(moves left)`` for a net with the moves-left head),
-plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
+(+ ``moves_left_weight * Huber(moves left)`` for a net with the moves-left head,
++ ``ownership_weight * CE(final board)`` with the training-only ownership head), plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
 of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
 ``--warmup-steps``, then full.
 
@@ -50,7 +50,7 @@ from nets.averaging import RunningAverage, bn_batches, reestimate_bn
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.canvas import CanvasNet, canvas_batch
-from nets.model import build_model
+from nets.model import OwnershipHead, build_model
 from nets.precision import PrecisionUnavailable
 from nets.replay import Batch, ReplayWindow, WindowConfig
 from nets.shards import ShardError, list_shards
@@ -65,6 +65,8 @@ BENCH_CUDA_PER_SIZE = 128  # --bench on CUDA: samples per size per step (16 size
 #: Huber threshold of the moves-left loss, in the head's unit (plies / (H * W)): quadratic
 #: within a quarter of the board's cells, linear beyond
 MOVES_LEFT_HUBER_DELTA = 0.25
+#: the ownership head's classes per cell at the game's end (nets.model.OwnershipHead)
+OWNERSHIP_CLASSES = ("the side to move's stone", "the opponent's stone", "empty")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -99,6 +101,10 @@ class TrainConfig:
     moves_left_weight: float = field(default=0.0, metadata=opt(
         "weight of the moves-left loss (Huber on plies left / cells; > 0 needs a net preset with the "
         "moves-left head, e.g. cpu_small_ml; 0: no moves-left loss)"))
+    ownership_weight: float = field(default=0.0, metadata=opt(
+        "weight of KataGo's ownership target: a training-only head on the trunk learns what each cell holds when "
+        "the sample's game ends (the side to move's stone, the opponent's, empty; cross-entropy averaged over the "
+        "board's cells); not with --padded (0: no head)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -158,6 +164,11 @@ class TrainConfig:
         if not (isinstance(self.moves_left_weight, (int, float)) and math.isfinite(self.moves_left_weight)
                 and self.moves_left_weight >= 0):
             raise ValueError(f"TrainConfig.moves_left_weight must be a finite number >= 0, got {self.moves_left_weight!r}")
+        if not (isinstance(self.ownership_weight, (int, float)) and not isinstance(self.ownership_weight, bool)
+                and math.isfinite(self.ownership_weight) and self.ownership_weight >= 0):
+            raise ValueError(f"TrainConfig.ownership_weight must be a finite number >= 0, got {self.ownership_weight!r}")
+        if self.ownership_weight > 0 and self.padded:
+            raise ValueError("--train.ownership-weight trains its head in the per-size step: not with --train.padded")
 
     def check_net(self, net: NetConfig) -> None:
         """ValueError unless `net` fits these settings: a moves-left loss needs the head.
@@ -259,9 +270,11 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
-           mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1):
-    """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy and
-    moves-left loss of one batch (0-dim tensors on `device`; nothing here waits for the device).
+           mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1,
+           own_head=None, ownership_weight: float = 0.0):
+    """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy,
+    moves-left loss and ownership loss of one batch (0-dim tensors on `device`; nothing here
+    waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
@@ -275,11 +288,25 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     Moves left (a net with the head, ``NetConfig.moves_left``): ``Huber(m - plies_left /
     cells, delta=MOVES_LEFT_HUBER_DELTA)`` summed over the samples, m the net's 4th value
     output, cells each sample's H * W; added to the total times `moves_left_weight`. Without
-    the head it is 0 (and `moves_left_weight` must be 0)."""
+    the head it is 0 (and `moves_left_weight` must be 0).
+
+    Ownership (`own_head`, an :class:`nets.model.OwnershipHead` on `model`'s trunk; per-size
+    batches only): each cell's cross-entropy against what it holds at the game's end
+    (:data:`OWNERSHIP_CLASSES`, from ``batch.ownership``: +1, -1, 0), averaged over the
+    board's H * W cells (the forbidden cell is always empty) and summed over the samples;
+    added to the total times `ownership_weight`. Without the head it is 0."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    pol, val = model(x) if mask is None else model(x, to_device(mask, device), groups)
+    if own_head is not None:
+        if mask is not None:
+            raise ValueError("the ownership head trains in the per-size step, not on a padded canvas")
+        if batch.ownership is None:
+            raise ValueError("the ownership head needs the batch's ownership targets (ReplayWindow(ownership=True))")
+        trunk = model.trunk(x)
+        pol, val = model.policy_head(trunk), model.value_head(trunk)
+    else:
+        pol, val = model(x) if mask is None else model(x, to_device(mask, device), groups)
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -324,7 +351,14 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         if moves_left_weight > 0:
             raise ValueError("moves_left_weight > 0 needs a net with the moves-left head (NetConfig.moves_left)")
         ml_loss = torch.zeros((), device=val.device)  # no head (or no targets): not part of the loss
-    return total, policy_loss, value_loss, entropy, ml_loss
+    if own_head is not None:
+        own = to_device(batch.ownership, device)
+        cls = torch.where(own > 0, 0, torch.where(own < 0, 1, 2)).long()  # OWNERSHIP_CLASSES
+        own_loss = F.cross_entropy(own_head(trunk).float(), cls, reduction="none").flatten(1).mean(1).sum()
+        total = total + ownership_weight * own_loss
+    else:
+        own_loss = torch.zeros((), device=val.device)
+    return total, policy_loss, value_loss, entropy, ml_loss, own_loss
 
 
 class Trainer:
@@ -358,6 +392,13 @@ class Trainer:
         self.canvas_fwd = (torch.compile(self.canvas, dynamic=None if self.static_shapes else True)
                            if cfg.compile else self.canvas)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
+        self.own_head = self.own_opt = None  # the training-only ownership head (TrainConfig.ownership_weight)
+        if cfg.ownership_weight > 0:
+            self.own_head = OwnershipHead(self.net_config.channels, self.net_config.policy_channels).to(self.device)
+            if self.channels_last:
+                self.own_head = self.own_head.to(memory_format=torch.channels_last)
+            self.own_opt = torch.optim.SGD(self.own_head.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                           weight_decay=cfg.l2)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.samples_trained = 0
@@ -377,7 +418,8 @@ class Trainer:
         (NonFiniteLossError) to write weights that hold NaN or infinity. With
         ``TrainConfig.average`` the checkpoint is the average (:meth:`_save_average`; batch norm
         re-estimated on `window`) and the training state carries the average's state."""
-        for name, t in self.model.state_dict().items():
+        heads = [self.model] + ([self.own_head] if self.own_head is not None else [])
+        for name, t in ((n, t) for m in heads for n, t in m.state_dict().items()):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
@@ -401,6 +443,9 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
             "torch_rng": torch.get_rng_state(),
+            "own_head": None if self.own_head is None else {
+                "model": {k: v.detach().cpu().clone() for k, v in self.own_head.state_dict().items()},
+                "optimizer": self.own_opt.state_dict()},
         }
 
     def _save_average(self, window: ReplayWindow | None) -> str:
@@ -443,7 +488,9 @@ class Trainer:
         """Restore from OUT/train_state.pt (raises ValueError naming the problem). States
         written before the opponent-policy head was removed (commit 0f5c532 has it) carry an
         ``opp_head`` key, None unless the head was on; it is ignored, and a state trained
-        with the head or with ``drop_planes`` resumes as a plain net."""
+        with the head or with ``drop_planes`` resumes as a plain net. The ownership head
+        (``own_head``) resumes where the run has it on; a state without it starts a fresh
+        head (with a warning), and a run with it off ignores a saved one."""
         try:
             state = torch.load(self.state_path, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001
@@ -464,6 +511,13 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
         self.samples_trained = int(state["samples_trained"])
+        if self.own_head is not None:
+            saved = state.get("own_head")
+            if saved is None:
+                log.warning("%s holds no ownership head: it starts fresh at step %d", self.state_path, self.step)
+            else:
+                self.own_head.load_state_dict(saved["model"])
+                self.own_opt.load_state_dict(saved["optimizer"])
         if self.average is not None:  # the average's state travels in the training state
             saved = state.get("average")
             if saved is None or not self.average.load_state_dict(saved):
@@ -481,11 +535,13 @@ class Trainer:
             raise ValueError("the replay window is empty")
         self.model.train()
         lr = self.cfg.lr_at(self.step)
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-        self.opt.zero_grad(set_to_none=True)
+        opts = [self.opt] + ([self.own_opt] if self.own_opt is not None else [])
+        for opt_ in opts:
+            for g in opt_.param_groups:
+                g["lr"] = lr
+            opt_.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        sums = torch.zeros(5, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left
+        sums = torch.zeros(6, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left, own
         mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
         if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws, BN per size)
@@ -493,37 +549,41 @@ class Trainer:
         for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss, p, v, e, ml = losses(self.model, batch, self.device, self.cfg.value_weight,
-                                           self.cfg.value_mix, self.channels_last,
-                                           moves_left_weight=mlw, value_distance=self.cfg.value_distance)
+                loss, p, v, e, ml, own = losses(self.model, batch, self.device, self.cfg.value_weight,
+                                                self.cfg.value_mix, self.channels_last,
+                                                moves_left_weight=mlw, value_distance=self.cfg.value_distance,
+                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
             (loss / n_total).backward()
-            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
-        tot, pol, val, ent, mll = sums.tolist()  # the step's only host synchronisation
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
+        tot, pol, val, ent, mll, own_l = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
                                      "nothing was updated or saved")
-        self.opt.step()
+        for opt_ in opts:
+            opt_.step()
         self.step += 1
         self.samples_trained += n_total
         out = {"loss": tot / n_total, "policy_loss": pol / n_total, "value_loss": val / n_total,
                "policy_entropy": ent / n_total, "lr": lr, "sizes": len(sizes)}
         if self.net_config.moves_left:  # Huber loss per sample, in plies / cells (MOVES_LEFT_HUBER_DELTA)
             out["moves_left_loss"] = mll / n_total
+        if self.own_head is not None:  # cross-entropy per cell, averaged over the board
+            out["ownership_loss"] = own_l / n_total
         return out
 
     def _padded_pass(self, batches: list[Batch], n_total: int) -> torch.Tensor:
         """Forward and backward of one canvas batch of `batches` (one per board size, each a
         batch-norm group; the canvas as large as their largest board, no larger); gradients
         accumulate scaled by 1 / `n_total`. Returns the summed (loss, policy, value, entropy,
-        moves left) on the device, float64."""
+        moves left, ownership: 0) on the device, float64."""
         batch, mask = canvas_batch(batches, side=None)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            loss, p, v, e, ml = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
-                                       self.cfg.value_mix, self.channels_last, mask, self.cfg.moves_left_weight,
-                                       self.cfg.value_distance, groups=len(batches))
+            loss, p, v, e, ml, own = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
+                                            self.cfg.value_mix, self.channels_last, mask,
+                                            self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches))
         (loss / n_total).backward()
-        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach()]).double()
+        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own]).double()
 
     def warm_up(self, sizes) -> float:
         """Compile the padded step (``TrainConfig.compile``) for a window of `sizes` ((H, W)
@@ -556,7 +616,7 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(os.path.join(self.out, "tb"))
-        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr", "moves_left_loss"):
+        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr", "moves_left_loss", "ownership_loss"):
             if k in metrics:
                 self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
         self.tb.add_scalar("train/samples_per_s", samples_per_s, self.step)
@@ -610,7 +670,7 @@ class _Session:
     def __init__(self, trainer: "Trainer", paths: list, run: TrainRunConfig, quiet: bool):
         self.trainer, self.paths, self.run, self.quiet = trainer, paths, run, quiet
         self.cfg = run.train
-        self.window = ReplayWindow(self.cfg.window)
+        self.window = ReplayWindow(self.cfg.window, ownership=self.cfg.ownership_weight > 0)
         self.sources = paths + ([run.follow] if run.follow else [])
         # the followed run's sizes, for a compiled padded step: compiled for before the data comes and,
         # with static shapes, awaited (at most SIZES_WAIT_S from the first data) before the first step
