@@ -85,14 +85,16 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
             train_threads: int = 1, per_size: int = 16, ratio: float = 6.0, window_c: float = 25_000,
             checkpoint_every: int = 200, samples_per_shard: int = 2000, reload_interval: float = 5.0,
             forward: str = "auto", value_mix: float = 0.0, value_distance: float = 0.0, root_search: str = "puct",
-            padded: bool = False, lr: float = TrainConfig.lr, games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
+            padded: bool = False, lr: float = TrainConfig.lr, ownership_weight: float = 0.0,
+            games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
     """A loop preset from the knobs that differ between presets (keywords; the rest are
     the config classes' defaults): `games` games per self-play worker, `full`/`fast`/`prob`
     the playout cap (playouts of a full and a fast search, share of full ones),
     `root_search` self-play's root (puct or gumbel), `per_size` training samples per board size per step, `ratio` trained per generated
     samples, `window_c` the replay window constant (samples), `padded` one compiled canvas pass per
     training step (``TrainConfig.padded`` and ``compile``: the per-size step's maths in one pass),
-    `lr` the trainer's peak learning rate (SGD, per step)."""
+    `lr` the trainer's peak learning rate (SGD, per step), `ownership_weight` the weight of the
+    training-only ownership target (``TrainConfig.ownership_weight``; 0: no head)."""
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
@@ -104,6 +106,7 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
         train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
                              train=TrainConfig(preset=net, per_size=per_size, lr=lr, ratio=ratio, value_mix=value_mix,
                                                value_distance=value_distance, padded=padded, compile=padded,
+                                               ownership_weight=ownership_weight,
                                                checkpoint_every=checkpoint_every,
                                                window=WindowConfig(c=window_c))),
         eval=evaluation)
@@ -176,8 +179,13 @@ PRESETS = {
     # 200), Pons 7.80 -> 7.54 % and 7.78 -> 7.18 % exact, 1.58 -> 1.46 % and 1.86 -> 1.32 %
     # result-changing; 0.01 lost 0.4425, 0.1 was level with 0.05; over 60 minutes (seed 17,
     # the 0.02 control beside it) 0.5675 [0.535, 0.60] by pairs in 200, Pons 6.32 -> 6.56 %
-    # exact, 0.74 -> 0.82 % result-changing (inside the seed spread; docs/ABLATIONS.md)
+    # exact, 0.74 -> 0.82 % result-changing (inside the seed spread; docs/ABLATIONS.md);
+    # KataGo's ownership target at weight 1.5 (a training-only head learns each cell's owner at
+    # the game's end): Pons 6.98 -> 6.52 % and 7.46 -> 6.22 % exact, 1.34 -> 1.26 % and 1.50 ->
+    # 1.18 % result-changing in two 12-minute seeds against the preset re-run beside it,
+    # matches 0.5825 and 0.470 (1.22x and 0.85x the control's samples; docs/ABLATIONS.md)
     "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, value_distance=1.0, lr=0.05,
+                                  ownership_weight=1.5,
                                   games_config=SelfPlayConfig(solve_max_empty=20, fork_probability=0.5,
                                                               fork_max_fill=0.67),
                                   workers=0,
