@@ -10,9 +10,10 @@ modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Each sample also carries ``plies_left`` (:func:`nets.shards.plies_left`: its game's
 ``num_moves`` minus its ``ply``, joined on ``game_id`` within its shard when the shard is
 loaded), the moves-left head's target, and with ``ownership`` the board its game ended on
-(:func:`nets.shards.final_boards`), the ownership head's target. Batches are drawn with numpy from the in-RAM arrays and
-their input planes rebuilt exactly (c4fast.bitboard.rebuild_batch + encode_batch), so
-random access costs nothing like reading compressed HDF5 chunks. Sampling is uniform.
+(:func:`nets.shards.final_boards`), the ownership head's target. Batches are drawn with
+numpy from the in-RAM arrays and their input planes rebuilt exactly
+(c4fast.bitboard.rebuild_batch + encode_batch), so random access costs nothing like
+reading compressed HDF5 chunks. Sampling is uniform.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class Batch:
     legal: np.ndarray  # (B, H, W) bool: playable cells
     root_wdl: np.ndarray | None = None  # (B, 3) float32: the search's (win, draw, loss) for the side to move
     plies_left: np.ndarray | None = None  # (B,) float32: plies from the position to its game's end
-    ownership: np.ndarray | None = None  # (B, H, W) float32: the game's final board, +1 the side to move's
-    #                                      stone, -1 the opponent's, 0 empty (ReplayWindow(ownership=True))
+    # (B, H, W) float32: the game's final board, +1 the side to move's stone, -1 the
+    # opponent's, 0 empty; only from ReplayWindow(ownership=True)
+    ownership: np.ndarray | None = None
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:

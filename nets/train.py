@@ -5,8 +5,9 @@ runs forward/backward per size and accumulates the gradients (one optimizer step
 training step), with random horizontal flips. Loss (per sample, averaged over the
 step): ``value_weight * CE(wdl) + policy_weight * softCE(policy over legal cells)``
 (+ ``moves_left_weight * Huber(moves left)`` for a net with the moves-left head,
-+ ``ownership_weight * CE(final board)`` with the training-only ownership head), plus L2 as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 %
-of ``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
++ ``ownership_weight * CE(final board)`` with the training-only ownership head), plus L2
+as SGD weight decay. SGD with momentum; learning rate 1/3 for the first 5 % of
+``--steps``, full until 72 %, then 1/10. Without ``--steps`` (follow mode): 1/3 for
 ``--warmup-steps``, then full.
 
 Every ``--checkpoint-every`` steps it writes, atomically, the training state
@@ -418,8 +419,8 @@ class Trainer:
         (NonFiniteLossError) to write weights that hold NaN or infinity. With
         ``TrainConfig.average`` the checkpoint is the average (:meth:`_save_average`; batch norm
         re-estimated on `window`) and the training state carries the average's state."""
-        heads = [self.model] + ([self.own_head] if self.own_head is not None else [])
-        for name, t in ((n, t) for m in heads for n, t in m.state_dict().items()):
+        modules = [self.model] + ([self.own_head] if self.own_head is not None else [])
+        for name, t in ((n, t) for m in modules for n, t in m.state_dict().items()):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
