@@ -338,9 +338,9 @@ def final_boards(path: str, group: dict, games: dict, h: int, w: int) -> np.ndar
     The ownership target (``TrainConfig.ownership_weight``). Raises
     :class:`ShardValueError` for a sample of a game the shard does not hold, a game of
     another size, or moves that do not replay."""
-    rows = _game_rows(path, group, games)
-    out = np.zeros((len(rows), h, w), np.int8)
-    for r in np.unique(rows):
+    games_of, at = np.unique(_game_rows(path, group, games), return_inverse=True)
+    boards = np.zeros((len(games_of), h, w), np.int8)  # one replay per game, then one gather
+    for k, r in enumerate(games_of):
         if (int(games["height"][r]), int(games["width"][r])) != (h, w):
             raise ShardValueError(f"shard {path!r}: game {int(games['game_id'][r])} is "
                                   f"{int(games['height'][r])}x{int(games['width'][r])}, its samples {h}x{w}")
@@ -350,8 +350,8 @@ def final_boards(path: str, group: dict, games: dict, h: int, w: int) -> np.ndar
             g = Game.from_moves(h, w, None if fr < 0 else (fr, fc), [int(c) for c in games["moves"][r][:n]])
         except IllegalMove as e:
             raise ShardValueError(f"shard {path!r}: game {int(games['game_id'][r])} does not replay: {e}") from None
-        out[rows == r] = np.maximum(g.board(), 0)
-    return out
+        boards[k] = np.maximum(g.board(), 0)
+    return boards[at.reshape(-1)]
 
 
 def rebuild_positions(group: dict, h: int, w: int) -> np.ndarray:
