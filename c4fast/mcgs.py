@@ -623,6 +623,12 @@ class GraphSearch:
                         proof, plies, q))
         return out
 
+    def root_q(self) -> dict[int, float]:
+        """{column: Q} for the root columns this search visited or proved: the mean value in
+        [-1, 1] for the side to move at the root (+1 a win, -1 a loss; exact once proven),
+        the quantity :meth:`best_move` ranks by with ``SearchConfig.select_q`` > 0."""
+        return {c: q for c, v, _, proof, _, q in self._root_edges() if v > 0 or proof != PROOF_NONE}
+
     def root_proof(self) -> str | None:
         """'win', 'draw' or 'loss' for the side to move if the root is proven, else None."""
         return PROOF_NAMES.get(int(self.graph.proof[self.root]))

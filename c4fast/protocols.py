@@ -65,9 +65,10 @@ class Player(Protocol):
     ``reset(game)`` before a new game; ``choose(game) -> column`` for the side to move
     (never mutates `game`; raises ``ValueError`` on a finished game); ``analysis()``
     describes the last ``choose``: ``wdl`` (win, draw, loss for the side that moved) and,
-    where the player has them, ``policy`` / ``visits`` ({column: value}), ``values``,
-    ``pv`` (a list of columns), ``score`` / ``exact`` / ``depth``, ``moves_left`` (estimated
-    plies until the game ends, from the position it moved in). ``name`` is its spec.
+    where the player has them, ``policy`` / ``visits`` ({column: value}), ``q`` ({column: the
+    search's mean value in [-1, 1] for the side to move}), ``values``, ``pv`` (a list of
+    columns), ``score`` / ``exact`` / ``depth``, ``moves_left`` (estimated plies until the
+    game ends, from the position it moved in). ``name`` is its spec.
     """
 
     name: str

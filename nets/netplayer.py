@@ -116,7 +116,9 @@ def _have(*modules: str) -> bool:
 class NetPlayer:
     """Network + MCGS (playouts > 0 or seconds > 0), or policy only (playouts == 0).
 
-    ``analysis()`` after a search move: ``wdl`` (side to move), ``visits``, ``playouts``
+    ``analysis()`` after a search move: ``wdl`` (side to move), ``visits``, ``q`` ({column:
+    mean value in [-1, 1] for the side to move} of the visited or proven columns: the move is
+    the highest Q among well-visited columns, ``SearchConfig.select_q``), ``playouts``
     (root visits), ``reused`` (of those, the ones kept from the last move's search: under a
     time budget with ``SearchConfig.tree_reuse``), ``seconds``, ``proven`` ({column: 'win' |
     'draw' | 'loss'} for the side to move, where known: from the exact solve, else from the
@@ -216,6 +218,7 @@ class NetPlayer:
         visits = self.search.root_visits()
         self._analysis = {"wdl": tuple(float(x) for x in self.search.root_wdl()),
                           "visits": {int(c): int(v) for c, v in enumerate(visits) if v > 0},
+                          "q": self.search.root_q(),
                           "playouts": self.search.playouts(), "reused": reused,
                           "seconds": time.perf_counter() - t0,
                           "proven": self.search.root_proven(), "solved": False}

@@ -102,6 +102,7 @@ def test_net_player_reports_search_proofs():
     assert p.choose(g) == 3
     a = p.analysis()
     assert a["proven"][3] == "win" and a["solved"] is False and a["wdl"] == (1.0, 0.0, 0.0)
+    assert a["q"][3] == 1.0 and set(a["q"]) >= set(a["visits"])
 
 
 def test_endgame_config_is_validated():

@@ -386,6 +386,11 @@ def test_select_q_plays_the_reference_move_and_changes_nothing_else(size, seed, 
     assert gs.best_move() == reference_move(gs, share)
     assert base.best_move() == reference_move(base, 0.0)
     assert gs.best_move() in g.legal_moves()
+    # root_q: exactly the visited and proven columns, the exact value where proven, in [-1, 1]
+    q, proven = gs.root_q(), gs.root_proven()
+    assert set(q) == {c for c, v in enumerate(gs.root_visits()) if v > 0} | set(proven)
+    assert all(-1.0 <= v <= 1.0 for v in q.values())
+    assert all(q[c] == {"win": 1.0, "draw": 0.0, "loss": -1.0}[r] for c, r in proven.items())
 
 
 def test_select_q_picks_a_higher_value_than_the_most_visited_column():

@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -339,6 +340,7 @@ def test_human_play_session_with_scripted_input(tiny_model):
     text = out.getvalue()
     assert rc == 0
     assert "engine plays column" in text and "not a legal move" in text and "preferred" in text
+    assert re.search(r"col \d \(\d+, Q [+-]\d\.\d\d\)", text), text  # visits and the search's Q
 
 
 def test_saiblo_bundle_builds_and_plays_from_the_archive(tiny_model, tmp_path):

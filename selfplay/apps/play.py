@@ -26,7 +26,9 @@ def _describe(a: dict) -> str:
         parts.append(f"engine estimate (for the side it moved for): win {w:.0%} draw {d:.0%} loss {lo:.0%}")
     if a.get("visits"):
         top = sorted(a["visits"].items(), key=lambda kv: -kv[1])[:4]
-        parts.append("preferred: " + ", ".join(f"col {c} ({n})" for c, n in top))
+        q = a.get("q") or {}
+        parts.append("preferred: " + ", ".join(f"col {c} ({n}" + (f", Q {q[c]:+.2f})" if c in q else ")")
+                                             for c, n in top))
     elif a.get("policy"):
         top = sorted(a["policy"].items(), key=lambda kv: -kv[1])[:4]
         parts.append("preferred: " + ", ".join(f"col {c} ({p:.0%})" for c, p in top))

@@ -183,7 +183,9 @@ PRESETS = {
     # KataGo's ownership target at weight 1.5 (a training-only head learns each cell's owner at
     # the game's end): Pons 6.98 -> 6.52 % and 7.46 -> 6.22 % exact, 1.34 -> 1.26 % and 1.50 ->
     # 1.18 % result-changing in two 12-minute seeds against the preset re-run beside it,
-    # matches 0.5825 and 0.470 (1.22x and 0.85x the control's samples; docs/ABLATIONS.md)
+    # matches 0.5825 and 0.470 (1.22x and 0.85x the control's samples); over 60 minutes (seed
+    # 17) 5.86 % / 0.68 %, 0.529 [0.497, 0.561] by pairs in 200 against the shipped model on
+    # 0.80x its samples (docs/ABLATIONS.md)
     "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, value_distance=1.0, lr=0.05,
                                   ownership_weight=1.5,
                                   games_config=SelfPlayConfig(solve_max_empty=20, fork_probability=0.5,
