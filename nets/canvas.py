@@ -22,7 +22,9 @@ function as :class:`nets.model.Net` with the same weights (KataGo's ``NormMask``
 Off-board cells of the residual stream are zeroed after every block, so nothing but
 on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
 cells are the per-size net's (the rest is meaningless), and value logits (B, 3) ((B, 4)
-with the moves-left head: its 4th column in plies / (H * W) of each position's own board).
+with the moves-left head: its 4th column in plies / (H * W) of each position's own board);
+built with the training-only ownership head, also its logits (B, 3, S, S), the per-size
+head's on the board's cells.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nets.model import Net
+from nets.model import Net, OwnershipHead
 
 __all__ = ["CANVAS", "CanvasNet", "board_mask", "canvas_batch", "masked_batch_norm", "masked_global_pool",
            "to_canvas"]
@@ -95,8 +97,15 @@ def canvas_batch(batches, side: int | None = CANVAS):
         i += k
     wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
     left = None if any(b.plies_left is None for b in batches) else np.concatenate([b.plies_left for b in batches])
+    own = None
+    if all(b.ownership is not None for b in batches):  # 0 (empty) off the board
+        own = np.zeros((n, rows, cols), np.float32)
+        i = 0
+        for b in batches:
+            own[i:i + len(b.outcome), :b.height, :b.width] = b.ownership
+            i += len(b.outcome)
     out = Batch(rows, cols, planes, policy, np.concatenate([b.policy_weight for b in batches]),
-                np.concatenate([b.outcome for b in batches]), legal, wdl, left)
+                np.concatenate([b.outcome for b in batches]), legal, wdl, left, own)
     return out, board_mask(sizes, rows, width=cols).numpy()
 
 
@@ -146,18 +155,21 @@ def masked_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, mask: torch.Tensor, c
 
 class CanvasNet(nn.Module):
     """A :class:`nets.model.Net`'s function on the masked canvas (its modules, shared: one
-    set of weights serves both; see the module docstring)."""
+    set of weights serves both; see the module docstring), and with `own_head` that training-
+    only head's too (:class:`nets.model.OwnershipHead`, shared with the per-size step)."""
 
-    def __init__(self, net: Net):
+    def __init__(self, net: Net, own_head: OwnershipHead | None = None):
         super().__init__()
         self.net = net
+        self.own_head = own_head
         self.config = net.config
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, groups: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, groups: int = 1) -> tuple[torch.Tensor, ...]:
         """x: (B, C, S, S) planes, zeros off the board; mask: (B, 1, S, S) board mask; `groups`:
         in training, batch-norm statistics per each of that many equal consecutive groups of the
         batch (B divisible by it; the trainer's one group per board size).
-        Returns (policy logits (B, S, S), value logits (B, 3), or (B, 4) with the moves-left head)."""
+        Returns (policy logits (B, S, S), value logits (B, 3), or (B, 4) with the moves-left head),
+        and with the ownership head its logits (B, 3, S, S) third (meaningless off the board)."""
         if not x.is_floating_point():
             x = x.float()
         if x.shape[0] % groups:
@@ -189,5 +201,8 @@ class CanvasNet(nn.Module):
         a = ph.conv_p(trunk) + ph.glinear(g)[:, :, None, None]
         policy = ph.conv_out(act(ph.norm, a))[:, 0]
         v = masked_global_pool(act(vh.norm, vh.conv(trunk)), mask, area)
-        return policy, vh.fc2(F.relu(vh.fc1(v)))
+        if self.own_head is None:
+            return policy, vh.fc2(F.relu(vh.fc1(v)))
+        oh = self.own_head
+        return policy, vh.fc2(F.relu(vh.fc1(v))), oh.conv_out(act(oh.norm, oh.conv(trunk)))
 

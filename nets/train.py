@@ -105,7 +105,7 @@ class TrainConfig:
     ownership_weight: float = field(default=0.0, metadata=opt(
         "weight of KataGo's ownership target: a training-only head on the trunk learns what each cell holds when "
         "the sample's game ends (the side to move's stone, the opponent's, empty; cross-entropy averaged over the "
-        "board's cells); not with --padded (0: no head)"))
+        "board's cells; 0: no head)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -168,8 +168,6 @@ class TrainConfig:
         if not (isinstance(self.ownership_weight, (int, float)) and not isinstance(self.ownership_weight, bool)
                 and math.isfinite(self.ownership_weight) and self.ownership_weight >= 0):
             raise ValueError(f"TrainConfig.ownership_weight must be a finite number >= 0, got {self.ownership_weight!r}")
-        if self.ownership_weight > 0 and self.padded:
-            raise ValueError("--train.ownership-weight trains its head in the per-size step: not with --train.padded")
 
     def check_net(self, net: NetConfig) -> None:
         """ValueError unless `net` fits these settings: a moves-left loss needs the head.
@@ -291,23 +289,30 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     output, cells each sample's H * W; added to the total times `moves_left_weight`. Without
     the head it is 0 (and `moves_left_weight` must be 0).
 
-    Ownership (`own_head`, an :class:`nets.model.OwnershipHead` on `model`'s trunk; per-size
-    batches only): each cell's cross-entropy against what it holds at the game's end
+    Ownership (`own_head`, an :class:`nets.model.OwnershipHead` on `model`'s trunk; on a
+    canvas the :class:`nets.canvas.CanvasNet` carries it and `own_head` only turns the loss
+    on): each cell's cross-entropy against what it holds at the game's end
     (:data:`OWNERSHIP_CLASSES`, from ``batch.ownership``: +1, -1, 0), averaged over the
     board's H * W cells (the forbidden cell is always empty) and summed over the samples;
     added to the total times `ownership_weight`. Without the head it is 0."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    if own_head is not None:
-        if mask is not None:
-            raise ValueError("the ownership head trains in the per-size step, not on a padded canvas")
-        if batch.ownership is None:
-            raise ValueError("the ownership head needs the batch's ownership targets (ReplayWindow(ownership=True))")
+    own_logits = None
+    if own_head is not None and batch.ownership is None:
+        raise ValueError("the ownership head needs the batch's ownership targets (ReplayWindow(ownership=True))")
+    if mask is not None:
+        out = model(x, to_device(mask, device), groups)
+        pol, val = out[:2]
+        if own_head is not None:
+            if len(out) != 3:
+                raise ValueError("the canvas net carries no ownership head: build it as CanvasNet(net, own_head)")
+            own_logits = out[2]
+    elif own_head is not None:
         trunk = model.trunk(x)
-        pol, val = model.policy_head(trunk), model.value_head(trunk)
+        pol, val, own_logits = model.policy_head(trunk), model.value_head(trunk), own_head(trunk)
     else:
-        pol, val = model(x) if mask is None else model(x, to_device(mask, device), groups)
+        pol, val = model(x)
     legal = to_device(batch.legal, device)
     target = to_device(batch.policy, device)
     w = to_device(batch.policy_weight, device)
@@ -352,10 +357,15 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         if moves_left_weight > 0:
             raise ValueError("moves_left_weight > 0 needs a net with the moves-left head (NetConfig.moves_left)")
         ml_loss = torch.zeros((), device=val.device)  # no head (or no targets): not part of the loss
-    if own_head is not None:
+    if own_logits is not None:
         own = to_device(batch.ownership, device)
         cls = torch.where(own > 0, 0, torch.where(own < 0, 1, 2)).long()  # OWNERSHIP_CLASSES
-        own_loss = F.cross_entropy(own_head(trunk).float(), cls, reduction="none").flatten(1).mean(1).sum()
+        ce = F.cross_entropy(own_logits.float(), cls, reduction="none")  # (B, H, W)
+        if mask is None:
+            own_loss = ce.flatten(1).mean(1).sum()
+        else:  # the board's cells only
+            on = to_device(mask, device)[:, 0]
+            own_loss = ((ce * on).sum(dim=(1, 2)) / on.sum(dim=(1, 2))).sum()
         total = total + ownership_weight * own_loss
     else:
         own_loss = torch.zeros((), device=val.device)
@@ -383,15 +393,6 @@ class Trainer:
         self.channels_last = self.device.type == "cuda" or self.precision == "bf16"
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
-        self.canvas = CanvasNet(self.model)  # the same weights on the masked canvas (TrainConfig.padded)
-        # On the CPU dynamic shapes from the first compile: one or two cold compiles (~1.5 min each on 2
-        # cores) for the run instead of one for each new batch size and canvas until automatic dynamic
-        # shapes take over (a 12-minute loop's first step came after 1.7 instead of 2.8 minutes). On CUDA
-        # static shapes (automatic dynamic: a second layout compiles once more as dynamic, a third change of
-        # a dimension once again); a follower compiles its run's one layout in advance (warm_up, _Session).
-        self.static_shapes = cfg.compile and self.device.type != "cpu"  # a new batch layout compiles again
-        self.canvas_fwd = (torch.compile(self.canvas, dynamic=None if self.static_shapes else True)
-                           if cfg.compile else self.canvas)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
         self.own_head = self.own_opt = None  # the training-only ownership head (TrainConfig.ownership_weight)
         if cfg.ownership_weight > 0:
@@ -400,6 +401,16 @@ class Trainer:
                 self.own_head = self.own_head.to(memory_format=torch.channels_last)
             self.own_opt = torch.optim.SGD(self.own_head.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                            weight_decay=cfg.l2)
+        # the same weights (and ownership head) on the masked canvas (TrainConfig.padded)
+        self.canvas = CanvasNet(self.model, self.own_head)
+        # On the CPU dynamic shapes from the first compile: one or two cold compiles (~1.5 min each on 2
+        # cores) for the run instead of one for each new batch size and canvas until automatic dynamic
+        # shapes take over (a 12-minute loop's first step came after 1.7 instead of 2.8 minutes). On CUDA
+        # static shapes (automatic dynamic: a second layout compiles once more as dynamic, a third change of
+        # a dimension once again); a follower compiles its run's one layout in advance (warm_up, _Session).
+        self.static_shapes = cfg.compile and self.device.type != "cpu"  # a new batch layout compiles again
+        self.canvas_fwd = (torch.compile(self.canvas, dynamic=None if self.static_shapes else True)
+                           if cfg.compile else self.canvas)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.samples_trained = 0
@@ -577,14 +588,15 @@ class Trainer:
         """Forward and backward of one canvas batch of `batches` (one per board size, each a
         batch-norm group; the canvas as large as their largest board, no larger); gradients
         accumulate scaled by 1 / `n_total`. Returns the summed (loss, policy, value, entropy,
-        moves left, ownership: 0) on the device, float64."""
+        moves left, ownership) on the device, float64."""
         batch, mask = canvas_batch(batches, side=None)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             loss, p, v, e, ml, own = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
                                             self.cfg.value_mix, self.channels_last, mask,
-                                            self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches))
+                                            self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches),
+                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
         (loss / n_total).backward()
-        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own]).double()
+        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
 
     def warm_up(self, sizes) -> float:
         """Compile the padded step (``TrainConfig.compile``) for a window of `sizes` ((H, W)
@@ -602,14 +614,18 @@ class Trainer:
             batches.append(Batch(h, w, np.zeros((n, c, h, w), np.float32),
                                  np.full((n, h, w), 1.0 / (h * w), np.float32), np.ones(n, np.float32),
                                  np.ones(n, np.int64), np.ones((n, h, w), bool),
-                                 np.tile(np.float32([0.0, 1.0, 0.0]), (n, 1)), np.ones(n, np.float32)))
-        kept = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                                 np.tile(np.float32([0.0, 1.0, 0.0]), (n, 1)), np.ones(n, np.float32),
+                                 None if self.own_head is None else np.zeros((n, h, w), np.float32)))
+        modules = [self.model] + ([self.own_head] if self.own_head is not None else [])
+        kept = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in modules]
         self.model.train()
         self._padded_pass(batches, n * len(batches)).tolist()  # waits for the device: the compile is done
         with torch.no_grad():
-            for k, v in self.model.state_dict().items():
-                v.copy_(kept[k])  # in place: the compiled graphs keep their tensors
-        self.opt.zero_grad(set_to_none=True)
+            for m, saved in zip(modules, kept):
+                for k, v in m.state_dict().items():
+                    v.copy_(saved[k])  # in place: the compiled graphs keep their tensors
+        for opt_ in [self.opt] + ([self.own_opt] if self.own_opt is not None else []):
+            opt_.zero_grad(set_to_none=True)
         return time.monotonic() - t0
 
     def log(self, metrics: dict, window: ReplayWindow, samples_per_s: float) -> None:

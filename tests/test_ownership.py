@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import c4fast
+from nets.canvas import CanvasNet, canvas_batch
 from nets.checkpoint import load_checkpoint
 from nets.replay import ReplayWindow, flip_batch
 from nets.shards import ShardValueError, final_boards, list_shards, read_shard, rebuild_positions
@@ -127,6 +128,32 @@ def test_the_ownership_loss_matches_a_numpy_reference_and_adds_to_the_total(tmp_
         assert _numpy_ownership_loss(-30 * right, b.ownership) > 10 * 16
 
 
+def test_the_canvas_carries_the_targets_and_the_head_and_gives_the_per_size_loss(tmp_path):
+    """The padded step's ownership (``TrainConfig.padded``): the canvas batch holds each size's
+    targets on its board and empty off it; the canvas net built with the head gives the
+    per-size loss (eval mode: the same affine batch norm), and one built without it refuses."""
+    win = ReplayWindow(ownership=True)
+    win.update(_shards(tmp_path))
+    tr = Trainer(TrainConfig(preset="tiny", ownership_weight=1.5, precision="fp32"), str(tmp_path / "t"))
+    tr.model.eval()
+    tr.own_head.eval()
+    parts = [win.sample(np.random.default_rng(5), size, 8) for size in win.sizes]
+    batch, mask = canvas_batch(parts, side=None)
+    i = 0
+    for b in parts:
+        np.testing.assert_array_equal(batch.ownership[i:i + 8, :b.height, :b.width], b.ownership)
+        assert not batch.ownership[i:i + 8][mask[i:i + 8, 0] == 0].any()
+        i += 8
+    kw = dict(own_head=tr.own_head, ownership_weight=1.5)
+    with torch.no_grad():
+        want = [losses(tr.model, b, "cpu", 1.5, **kw) for b in parts]
+        got = losses(CanvasNet(tr.model, tr.own_head), batch, "cpu", 1.5, mask=mask, groups=len(parts), **kw)
+    assert got[5].item() == pytest.approx(sum(w[5].item() for w in want), rel=1e-5) and got[5].item() > 0
+    assert got[0].item() == pytest.approx(sum(w[0].item() for w in want), rel=1e-5)
+    with pytest.raises(ValueError, match="carries no ownership head"):
+        losses(CanvasNet(tr.model), batch, "cpu", 1.5, mask=mask, **kw)
+
+
 def test_the_head_trains_resumes_exactly_and_stays_out_of_checkpoints(tmp_path, caplog):
     paths = _shards(tmp_path / "d")
     cfg = TrainConfig(preset="tiny", steps=24, per_size=8, checkpoint_every=6, ownership_weight=1.5)
@@ -162,8 +189,6 @@ def test_the_head_trains_resumes_exactly_and_stays_out_of_checkpoints(tmp_path, 
 def test_bad_ownership_settings_are_refused(bad):
     with pytest.raises(ValueError, match="ownership_weight"):
         TrainConfig(ownership_weight=bad)
-    with pytest.raises(ValueError, match="padded"):
-        TrainConfig(ownership_weight=1.0, padded=True)
 
 
 def test_a_shard_whose_games_do_not_replay_is_skipped_by_name(tmp_path):

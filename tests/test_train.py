@@ -296,24 +296,31 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
                "cpu", 1.5, 0.5)
 
 
-@pytest.mark.parametrize("sizes", [((9, 10),), ((6, 7), (9, 10), (12, 12))])
-def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes):
+@pytest.mark.parametrize("sizes,own", [(((9, 10),), 0.0), (((6, 7), (9, 10), (12, 12)), 0.0),
+                                       (((6, 7), (9, 10), (12, 12)), 1.5)])
+def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own):
     """TrainConfig.padded: on a window of one size or several the canvas step draws the same
     samples and gives the same weights, BN statistics and losses as the per-size step
-    (batch-norm statistics per size; issues 33 and 34)."""
+    (batch-norm statistics per size; issues 33 and 34), the ownership head's too (issue 35)."""
     make_shards(tmp_path, games=6, sizes=sizes, per_shard=40)
-    win = ReplayWindow()
+    win = ReplayWindow(ownership=own > 0)
     win.update(list_shards([tmp_path]))
     out = []
     for padded in (False, True):
         tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded,
-                                 precision="fp32"),  # the canvas maths, exactly (bf16 would blur both)
-                     str(tmp_path / f"t{padded}"))
+                                 precision="fp32",  # the canvas maths, exactly (bf16 would blur both)
+                                 ownership_weight=own), str(tmp_path / f"t{padded}"))
         metrics = [tr.train_step(win) for _ in range(2)]
-        out.append((metrics, tr.model.state_dict()))
+        weights = dict(tr.model.state_dict())
+        if own:
+            weights.update({f"own.{k}": v for k, v in tr.own_head.state_dict().items()})
+        out.append((metrics, weights))
     (m_ref, w_ref), (m_pad, w_pad) = out
     for a, b in zip(m_ref, m_pad):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6) and a["sizes"] == b["sizes"] == len(sizes)
+        if own:
+            assert a["ownership_loss"] == pytest.approx(b["ownership_loss"], rel=1e-5) and a["ownership_loss"] > 0
+    assert set(w_pad) == set(w_ref) and any(k.startswith("own.") for k in w_ref) == (own > 0)
     for k in w_ref:
         torch.testing.assert_close(w_pad[k].float(), w_ref[k].float(), rtol=1e-4, atol=1e-5, msg=k)
 
@@ -363,24 +370,26 @@ def test_a_warm_up_compiles_the_padded_step_and_changes_nothing(tmp_path):
 
     sizes = ((6, 7), (9, 9))
     make_shards(tmp_path, games=4, sizes=sizes, per_shard=40)
-    win = ReplayWindow()
+    win = ReplayWindow(ownership=True)
     win.update(list_shards([tmp_path]))
     cfg = TrainConfig(preset="tiny", per_size=8, seed=5, device="cpu", padded=True, precision="fp32",
-                      value_mix=0.5, value_distance=1.0)
+                      value_mix=0.5, value_distance=1.0, ownership_weight=1.5)
     eager = Trainer(cfg, str(tmp_path / "eager"))
     warm = Trainer(dataclasses.replace(cfg, compile=True), str(tmp_path / "warm"))
     assert eager.warm_up(sizes) == 0.0  # nothing to compile
     assert warm.warm_up(sizes) > 0.0
-    fresh = eager.model.state_dict()
-    for k, v in warm.model.state_dict().items():
-        assert torch.equal(v, fresh[k]), k
-    assert all(p.grad is None for p in warm.model.parameters())
+    for fresh, got in ((eager.model, warm.model), (eager.own_head, warm.own_head)):
+        ref = fresh.state_dict()
+        for k, v in got.state_dict().items():
+            assert torch.equal(v, ref[k]), k
+        assert all(p.grad is None for p in got.parameters())
     graphs = counters["stats"]["unique_graphs"]
     m_warm = [warm.train_step(win) for _ in range(2)]
     assert counters["stats"]["unique_graphs"] == graphs  # the warm-up compiled this layout
     m_eager = [eager.train_step(win) for _ in range(2)]
     for a, b in zip(m_eager, m_warm):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
+        assert a["ownership_loss"] == pytest.approx(b["ownership_loss"], rel=1e-4)
     w_ref = eager.model.state_dict()
     for k, v in warm.model.state_dict().items():
         torch.testing.assert_close(v.float(), w_ref[k].float(), rtol=1e-3, atol=1e-4, msg=k)
