@@ -72,8 +72,9 @@ def to_canvas(batches, side: int = CANVAS) -> tuple[torch.Tensor, torch.Tensor, 
 
 def canvas_batch(batches, side: int | None = CANVAS):
     """(one :class:`nets.replay.Batch` of every sample of `batches` on the canvas, board
-    mask (B, 1, H, W) float32 numpy): planes, policy targets and legal cells padded
-    with zeros (off-board cells are never legal), the other fields concatenated in order.
+    mask (B, 1, H, W) float32 numpy): planes, policy targets, legal cells and ownership
+    targets (where every batch has them) padded with zeros (off-board cells are never legal
+    and hold no stone), the other fields concatenated in order.
     The canvas is side x side, or with `side` None the smallest that holds every batch
     (its largest height by its largest width: a one-size window is not padded at all)."""
     from nets.replay import Batch
@@ -87,23 +88,19 @@ def canvas_batch(batches, side: int | None = CANVAS):
     planes = np.zeros((n, c, rows, cols), np.float32)
     policy = np.zeros((n, rows, cols), np.float32)
     legal = np.zeros((n, rows, cols), bool)
+    own = np.zeros((n, rows, cols), np.float32) if all(b.ownership is not None for b in batches) else None
     sizes, i = [], 0
     for b in batches:
         k, h, w = len(b.outcome), b.height, b.width
         planes[i:i + k, :, :h, :w] = b.planes
         policy[i:i + k, :h, :w] = b.policy
         legal[i:i + k, :h, :w] = b.legal
+        if own is not None:
+            own[i:i + k, :h, :w] = b.ownership
         sizes += [(h, w)] * k
         i += k
     wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
     left = None if any(b.plies_left is None for b in batches) else np.concatenate([b.plies_left for b in batches])
-    own = None
-    if all(b.ownership is not None for b in batches):  # 0 (empty) off the board
-        own = np.zeros((n, rows, cols), np.float32)
-        i = 0
-        for b in batches:
-            own[i:i + len(b.outcome), :b.height, :b.width] = b.ownership
-            i += len(b.outcome)
     out = Batch(rows, cols, planes, policy, np.concatenate([b.policy_weight for b in batches]),
                 np.concatenate([b.outcome for b in batches]), legal, wdl, left, own)
     return out, board_mask(sizes, rows, width=cols).numpy()
