@@ -400,6 +400,9 @@ def test_analysis_of_a_network_engine(web_server):
     assert 16 <= sum(a["visits"][c] for c in legal) <= 32
     assert all(a["visits"][c] is None for c in range(10) if c not in legal)
     assert all(0 <= a["values"][c] <= 1 for c in legal if a["values"][c] is not None)
+    assert a["values_from"].startswith("the search's root values")  # at least the most visited column's
+    top = max(legal, key=lambda c: a["visits"][c])
+    assert a["values"][top] is not None
     assert abs(sum(a["wdl"]) - 1) < 1e-6 and abs(sum(a["raw_wdl"]) - 1) < 1e-6
     g = replayed(s)
     for (r, c), col in zip(a["pv_cells"], a["pv"]):  # the line is legal, cell by cell
@@ -418,6 +421,38 @@ def test_analysis_with_the_exact_solver_verdict_on_6x7(web_server):
         assert v["verdict"] == ("win" if exact[c] > 0 else "draw" if exact[c] == 0 else "loss")
     assert a["policy"] is None and sum(a["visits"]) >= 199
     assert a["values_from"] == "engine search after each column"
+
+
+@pytest.mark.parametrize("moves", [[4, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8]])
+def test_a_net_searchs_values_are_its_root_q_where_it_looked_and_a_search_of_their_own_elsewhere(moves):
+    """In-process against the player's own analysis: the well-visited columns take the root's
+    (Q + 1) / 2 (exact where proven), the others the value of a search from the column's
+    child, the same player's, as before root values were used."""
+    from selfplay.apps.web.engines import ROOT_Q_SHARE, Engines, _expected, analyse
+
+    spec = f"{NET}:48"
+    game = c4fast.Game.from_moves(9, 10, (0, 4), moves)
+    a = analyse(Engines(seed=3), spec, game, pv_plies=1, soft_seconds=600)
+    ref = Engines(seed=3).player(spec)
+    ref.reset(game)
+    assert ref.choose(game.copy()) == a["best"]
+    r = ref.analysis()
+    most = max(r["visits"].values())
+    legal = game.legal_moves()
+    searched = [c for c in legal if c not in r["proven"] and r["visits"].get(c, 0) < max(1, ROOT_Q_SHARE * most)]
+    for c in sorted(legal, key=lambda c: -r["visits"].get(c, 0)):  # analyse's order: the graph is kept
+        if c in r["proven"]:
+            assert a["values"][c] == {"win": 1.0, "draw": 0.5, "loss": 0.0}[r["proven"][c]]
+        elif c not in searched:
+            assert a["values"][c] == pytest.approx((r["q"][c] + 1) / 2, abs=1e-12)
+        else:  # the child position's own search, from the same player
+            child = game.copy()
+            child.play(c)
+            ref.choose(child.copy())
+            assert a["values"][c] == pytest.approx(1 - _expected(ref.analysis()["wdl"]), abs=1e-12)
+    assert not a["partial"] and all(a["values"][c] is not None for c in legal)
+    assert a["values_from"] == ("the search's root values" if not searched else
+                                "the search's root values, engine search after the other columns")
 
 
 def test_analysis_of_alphabeta_uses_its_root_values_and_may_use_another_engine(web_server):

@@ -60,6 +60,29 @@ def _alphabeta_value(v: int) -> float:
     return 1.0 / (1.0 + math.exp(-v / 100.0))  # the alpha-beta player's own mapping
 
 
+#: a graph search's root Q stands for a column's value in :func:`analyse` where the column
+#: has at least this share of the most visited column's visits (fewer: a search of its own)
+ROOT_Q_SHARE = 0.25
+
+_PROVEN_VALUE = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+
+
+def root_values(a: dict, legal: list[int]) -> dict[int, float]:
+    """{column: expected score in [0, 1] for the side to move} from a player's
+    ``analysis()`` `a`: exact for its proven columns (``proven``: a graph search's or the
+    endgame solver's), (Q + 1) / 2 for the columns of its root ``q`` with at least
+    :data:`ROOT_Q_SHARE` of the top visits; empty for a player with neither."""
+    q, proven, visits = a.get("q") or {}, a.get("proven") or {}, a.get("visits") or {}
+    enough = max(1.0, ROOT_Q_SHARE * max(visits.values(), default=0))
+    out = {}
+    for c in legal:
+        if c in proven:
+            out[c] = _PROVEN_VALUE[proven[c]]
+        elif c in q and visits.get(c, 0) >= enough:
+            out[c] = min(1.0, max(0.0, (float(q[c]) + 1.0) / 2.0))
+    return out
+
+
 class Engines:
     """The players of one worker process, by spec (least recently used dropped)."""
 
@@ -128,8 +151,10 @@ def analyse(engines: Engines, spec: str, game: c4fast.Game, pv_plies: int, soft_
     * ``policy``, ``raw_wdl``: the network's raw policy over the sensible columns (0 on
       the others) and raw value, for ``net:`` engines;
     * ``values``: expected score (W + D/2) of each legal column for the side to move:
-      alpha-beta's root values, or else the engine's own estimate after searching the
-      position each column leads to (``values_from`` says which);
+      alpha-beta's root values; or a graph search's own root values ((Q + 1) / 2, exact
+      where proven) for the columns it searched with at least :data:`ROOT_Q_SHARE` of the
+      most visited column's visits, and for the others the engine's estimate after
+      searching the position the column leads to (``values_from`` says which);
     * ``pv``: the engine's line — its move, then its choice for each side in turn, up to
       ``pv_plies`` moves.
 
@@ -179,8 +204,13 @@ def analyse(engines: Engines, spec: str, game: c4fast.Game, pv_plies: int, soft_
     elif a.get("wdl") is not None:
         values: list = [None] * width
         mover = game.to_move
+        from_root = root_values(a, legal)
+        for c, v in from_root.items():
+            values[c] = v
         rank = out["visits"] or out["policy"] or [0] * width  # the likeliest columns first
         for c in sorted(legal, key=lambda c: -(rank[c] or 0)):
+            if c in from_root:
+                continue
             if over():
                 break
             child = game.copy()
@@ -193,7 +223,9 @@ def analyse(engines: Engines, spec: str, game: c4fast.Game, pv_plies: int, soft_
             if w is not None:
                 values[c] = 1.0 - _expected(w)
         out["values"] = values
-        out["values_from"] = "engine search after each column"
+        out["values_from"] = ("engine search after each column" if not from_root else
+                              "the search's root values" if len(from_root) == len(legal) else
+                              "the search's root values, engine search after the other columns")
     out["seconds"] = round(time.perf_counter() - t0, 4)
     return out
 
