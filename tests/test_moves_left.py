@@ -34,14 +34,15 @@ FAST = [k for k in BACKENDS if k != "compiled"]
 #: Outputs of the shipped models on three positions, computed at commit f36fe65 (before the
 #: switch existed): predict()'s (win, draw, loss), its first 4 policy logits, and the numpy
 #: export's value logits. A net without the head must still give them. ``c4fast_cpu``'s were
-#: computed again when that model was replaced (2026-11-26, step 10,120), ``c4fast_std6x7``'s
+#: computed again each time that model was replaced (2026-11-26: step 10,120, then step 9,347;
+#: 2026-11-29: step 11,241), ``c4fast_std6x7``'s
 #: each time it was (2026-11-28: step 52,340, then step 67,814), by the code that reproduces
 #: the f36fe65 figures of ``c4fast_gpu``.
 GOLDEN = {
     "c4fast_cpu": [
-        ([0.5096227, 0.01425954, 0.4761178], [-0.6279721, 0.7121568, 2.31873, 3.10026], [1.155674, -2.420571, 1.087669]),
-        ([0.5024433, 0.002383455, 0.4951733], [-3.202959, -2.433308, -2.428409, -2.212566], [1.707566, -3.643367, 1.692991]),
-        ([0.3770428, 0.001701572, 0.6212556], [-3.34397, -2.725966, -0.7827609, -0.5588595], [1.561303, -3.839504, 2.060687]),
+        ([0.4452668, 0.03721967, 0.5175135], [-2.340234, -1.12707, 0.4216524, 3.975579], [0.8074524, -1.674383, 0.9578143]),
+        ([0.4974576, 0.004710339, 0.4978321], [-3.710823, -0.7995262, -1.594877, -0.01453489], [1.595726, -3.064023, 1.596479]),
+        ([0.3273758, 0.0008401101, 0.671784], [-1.971198, -0.9706398, -0.1725589, 1.147581], [1.851593, -4.113739, 2.570421]),
     ],
     "c4fast_gpu": [
         ([0.6424476, 0.003767531, 0.3537849], [-1.246005, -0.1635899, -0.5261822, 0.6292531], [1.799138, -3.339727, 1.202542]),
