@@ -423,6 +423,18 @@ def test_analysis_with_the_exact_solver_verdict_on_6x7(web_server):
     assert a["values_from"] == "engine search after each column"
 
 
+def test_root_values_take_proofs_exactly_and_q_only_where_the_search_looked():
+    from selfplay.apps.web.engines import root_values
+
+    a = {"wdl": (0.5, 0.2, 0.3), "q": {0: 0.5, 1: -1.0, 2: 0.2, 3: 1.0, 6: 0.9},
+         "visits": {0: 40, 1: 9, 2: 10, 3: 3, 6: 12}, "proven": {3: "win", 4: "draw"}}
+    # 9 < 40 / 4 <= 10; a proof stands whatever the visits; column 6 is not legal
+    assert root_values(a, [0, 1, 2, 3, 4, 5]) == {0: 0.75, 2: 0.6, 3: 1.0, 4: 0.5}
+    assert root_values({"wdl": (1.0, 0.0, 0.0), "policy": {0: 1.0}}, [0, 1]) == {}  # no search, no values
+    assert root_values({"wdl": (0.0, 0.0, 1.0), "proven": {0: "loss", 2: "win"}, "solved": True},
+                       [0, 1, 2]) == {0: 0.0, 2: 1.0}  # the endgame solver's proofs, no q
+
+
 @pytest.mark.parametrize("moves", [[4, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8]])
 def test_a_net_searchs_values_are_its_root_q_where_it_looked_and_a_search_of_their_own_elsewhere(moves):
     """In-process against the player's own analysis: the well-visited columns take the root's
