@@ -793,20 +793,17 @@ class _Session:
                 trainer.save(window)
 
 
-def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
-          precision: str = "auto", padded: bool = False, compile: bool = False) -> dict:
-    """Training samples/s on synthetic self-play-like data (random games), no files, on
-    `device` (ValueError if it is CUDA and CUDA is not available)."""
+def synthetic_window(sizes, seed: int = 0, ownership: bool = False) -> ReplayWindow:
+    """A window of 512-odd samples per board size of uniformly random games (uniform policy
+    targets, random outcomes) for :func:`bench`; with `ownership`, each game's final board."""
     import c4fast
 
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device} asked for, but CUDA is not available (torch {torch.__version__})")
-
     rng = np.random.default_rng(seed)
-    window = ReplayWindow()
+    window = ReplayWindow(ownership=ownership)
     for h, w in sizes:
         rows = {f: [] for f in ("stones", "forbidden", "last", "ply", "policy", "policy_weight",
                                 "outcome", "root_wdl", "game_id")}
+        final = []
         while len(rows["ply"]) < 512:
             gid = len(rows["ply"])
             g = c4fast.Game(h, w, RULES.draw_cell(rng, h, w))
@@ -821,9 +818,25 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
                              ("outcome", int(rng.integers(3))), ("root_wdl", np.ones(3) / 3), ("game_id", gid)):
                     rows[f].append(v)
                 g.play(int(rng.choice(legal)))
+            final += [np.maximum(g.board(), 0).astype(np.int8)] * (len(rows["ply"]) - gid)
         window.data[(h, w)] = {f: np.asarray(v) for f, v in rows.items()}
+        if window.ownership:
+            window.data[(h, w)]["final"] = np.stack(final)
+    return window
+
+
+def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: str = "cpu",
+          precision: str = "auto", padded: bool = False, compile: bool = False,
+          ownership_weight: float = 0.0) -> dict:
+    """Training samples/s on synthetic self-play-like data (random games), no files, on
+    `device` (ValueError if it is CUDA and CUDA is not available); with `ownership_weight`
+    > 0 the step trains the ownership head too, on each random game's final board."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device} asked for, but CUDA is not available (torch {torch.__version__})")
+
+    window = synthetic_window(sizes, seed, ownership=ownership_weight > 0)
     cfg = TrainConfig(preset=preset, per_size=per_size, seed=seed, device=device, precision=precision, padded=padded,
-                      compile=compile)
+                      compile=compile, ownership_weight=ownership_weight)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -848,7 +861,7 @@ def bench(preset: str, steps: int, per_size: int, sizes, seed: int = 0, device: 
     from nets.precision import cpu_info
 
     return {"bench": "train", "preset": preset, "device": cfg.resolved_device(), "precision": tr.precision,
-            "padded": padded, "compile": compile,
+            "padded": padded, "compile": compile, "ownership_weight": ownership_weight,
             "cpu_model": cpu_info().model, "threads": torch.get_num_threads(),
             "sizes": len(sizes), "per_size": per_size, "steps": steps,
             "samples_per_s": round(n / dt, 1), "step_ms": round(dt / steps * 1e3, 1),
@@ -891,7 +904,8 @@ def main(argv=None) -> int:
         per_size = run.train.per_size if given or device == "cpu" else BENCH_CUDA_PER_SIZE
         try:
             out = bench(run.train.preset, steps, per_size, sizes, device=device, precision=run.train.precision,
-                        padded=run.train.padded, compile=run.train.compile)
+                        padded=run.train.padded, compile=run.train.compile,
+                        ownership_weight=run.train.ownership_weight)
         except (ValueError, RuntimeError) as e:
             log.error("%s", e)
             return 2

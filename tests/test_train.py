@@ -144,7 +144,26 @@ def test_bench_runs_on_the_cpu():
     from nets.train import bench
 
     out = bench("tiny", 2, 4, [(6, 7)])
-    assert out["samples_per_s"] > 0 and out["steps"] == 2
+    assert out["samples_per_s"] > 0 and out["steps"] == 2 and out["ownership_weight"] == 0
+    out = bench("tiny", 2, 4, [(6, 7), (9, 10)], ownership_weight=1.5, padded=True)
+    assert out["samples_per_s"] > 0 and out["ownership_weight"] == 1.5 and out["sizes"] == 2
+
+
+def test_the_bench_windows_ownership_targets_are_each_games_final_board():
+    """Seen from the side to move, every stone of a sample stays on its game's final board
+    with the same owner (+1 own, -1 the opponent's), and the game went on after it."""
+    from nets.train import synthetic_window
+
+    assert "final" not in synthetic_window([(6, 7)], seed=4).data[(6, 7)]
+    win = synthetic_window([(6, 7), (9, 10)], seed=4, ownership=True)
+    for (h, w), d in win.data.items():
+        assert d["final"].shape == (len(d["ply"]), h, w)
+        b = win.sample(np.random.default_rng(0), (h, w), 256, flip=False)
+        own, opp, cells = b.planes[:, 0] > 0, b.planes[:, 1] > 0, b.planes[:, 3] > 0
+        assert np.all(b.ownership[own] == 1.0) and np.all(b.ownership[opp] == -1.0)
+        assert np.all(b.ownership[~cells] == 0.0)  # the forbidden cell holds no stone
+        stones = np.abs(b.ownership).sum(axis=(1, 2))
+        assert np.all(stones >= own.sum(axis=(1, 2)) + opp.sum(axis=(1, 2)) + 1)  # the game went on
 
 
 def test_overfits_a_small_dataset(tmp_path):
