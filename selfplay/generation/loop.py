@@ -143,8 +143,9 @@ PRESETS = {
     # (docs/ABLATIONS.md, issue 34). KataGo's ownership target at weight 1.5 (as `standard`):
     # 0.665 and 0.5375 in 100 pairs each after 12 equal minutes, seeds 11 and 12 (0.601 [0.558,
     # 0.645] by pairs over the 200), on 0.89x and 0.85x the control's trainer steps (the head
-    # costs the trainer's core); over 60 minutes 0.600 [0.533, 0.667] by pairs in 100 against
-    # the shipped c4fast_cpu, trained without it (docs/ABLATIONS.md, issue 35)
+    # costs the trainer's core); two 60-minute runs scored 0.600 [0.533, 0.667] and 0.6875
+    # [0.624, 0.751] by pairs in 100 against the c4fast_cpu of 2026-11-26, trained without it;
+    # the second ships as c4fast_cpu (docs/ABLATIONS.md, issue 35)
     "cpu": _preset("cpu", "cpu_small", games=96, value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    full=50, fast=50, prob=1.0, root_search="gumbel", ownership_weight=1.5,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
