@@ -53,7 +53,7 @@ log = logging.getLogger("nets.averaging")
 METHODS = ("swa", "ema")
 
 __all__ = ["METHODS", "AverageConfig", "RunningAverage", "average_checkpoints", "average_state_dicts",
-           "average_weights", "bn_batches", "load_sources", "reestimate_bn"]
+           "average_weights", "bn_batches", "load_sources", "reestimate_bn", "summarize"]
 
 
 def average_weights(n: int, decay: float | None = None) -> np.ndarray:
@@ -194,6 +194,20 @@ def average_checkpoints(paths: Sequence[str], out: str, decay: float | None = No
     extra["average"] = info
     save_checkpoint(out, model.to("cpu"), config, int(metas[-1].get("step", 0)), extra=extra)
     return info
+
+
+def summarize(info: dict, newest: int = 4) -> dict:
+    """The record ``c4fast average`` prints: `info` (:func:`average_checkpoints`) with its list of
+    sources compressed to their ``count``, the ``steps`` of the oldest and the newest, the
+    effective number of sources ``1 / sum(w^2)`` and the ``newest`` entries (path, step, weight;
+    at most `newest`). The checkpoint's ``extra["average"]`` keeps the full list."""
+    src = info["sources"]
+    w = np.array([s["weight"] for s in src], dtype=np.float64)
+    out = {k: v for k, v in info.items() if k != "sources"}
+    out["sources"] = {"count": len(src), "steps": [src[0]["step"], src[-1]["step"]] if src else [],
+                      "effective": float(1.0 / np.square(w).sum()) if len(w) else 0.0,
+                      "newest": src[-newest:] if newest > 0 else []}
+    return out
 
 
 class RunningAverage:
@@ -378,7 +392,7 @@ def main(argv=None) -> int:
     except (CheckpointError, ShardError, ValueError) as e:
         log.error("%s", e)
         return 2
-    print(json.dumps({"out": os.path.abspath(cfg.out), "config": cfg.to_dict(), **info}))
+    print(json.dumps({"out": os.path.abspath(cfg.out), "config": cfg.to_dict(), **summarize(info)}))
     return 0
 
 

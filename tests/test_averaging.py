@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nets.averaging import (RunningAverage, average_checkpoints, average_state_dicts, average_weights, bn_batches,
-                            reestimate_bn)
+                            reestimate_bn, summarize)
 from nets.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nets.config import get_preset
 from nets.model import Net
@@ -215,13 +215,32 @@ def test_the_average_command_writes_a_checkpoint(tmp_path):
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert [s["step"] for s in info["sources"]] == [15, 20] and info["method"] == "swa" and info["bn"]["batches"] == 2
+    src = info["sources"]
+    assert src["count"] == 2 and src["steps"] == [15, 20] and src["effective"] == pytest.approx(2.0)
+    assert [s["step"] for s in src["newest"]] == [15, 20] and info["method"] == "swa" and info["bn"]["batches"] == 2
     model, _, meta = load_checkpoint(out)
+    assert [s["step"] for s in meta["extra"]["average"]["sources"]] == [15, 20]  # the full list
     ref = _by_hand(paths[2:], [0.5, 0.5])
     _assert_state_close(model.state_dict(), ref, [k for k in ref if "running" not in k and "num_batches" not in k])
     bad = subprocess.run([sys.executable, "-m", "selfplay.cli", "average", str(models), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--last K" in bad.stderr
+
+
+def test_the_printed_record_summarizes_many_sources():
+    """summarize: a long EMA's sources become their count, step range, effective number
+    1 / sum(w^2) (by hand) and the newest few; the rest of the record is unchanged."""
+    w = average_weights(600, 0.9)
+    info = {"method": "ema", "decay": 0.9, "bn": {"batches": 8},
+            "sources": [{"path": f"/m/model_{200 * (i + 1):08d}.pt", "step": 200 * (i + 1), "weight": float(x)}
+                        for i, x in enumerate(w)]}
+    s = summarize(info, newest=3)
+    assert s["method"] == "ema" and s["bn"] == {"batches": 8}
+    assert s["sources"]["count"] == 600 and s["sources"]["steps"] == [200, 120000]
+    assert s["sources"]["newest"] == info["sources"][-3:]
+    assert s["sources"]["effective"] == pytest.approx(1.0 / sum(x * x for x in w))
+    assert s["sources"]["effective"] == pytest.approx((1 + 0.9) / (1 - 0.9), rel=1e-6)  # 19 for a long EMA
+    assert len(json.dumps(s)) < 1000 < len(json.dumps(info))
 
 
 def _train(tmp_path, name, **kw):
