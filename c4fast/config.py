@@ -28,8 +28,6 @@ class KernelParams(NamedTuple):
 
 #: values of SearchConfig.root_search
 ROOT_SEARCHES = ("puct", "gumbel")
-#: policy targets of a full PUCT search (SearchConfig.policy_target)
-POLICY_TARGETS = ("visits", "completed_q")
 
 
 class GumbelParams(NamedTuple):
@@ -78,13 +76,6 @@ class SearchConfig:
                                  ``gumbel`` (Gumbel top-m + sequential halving at the root,
                                  completed-Q policy targets, the move is the survivor;
                                  c4fast.gumbel). The graph search ignores it
-    policy_target        visits  batched MCTS, a full PUCT search's training target:
-                                 ``visits`` (the root's visits, forced playouts pruned) or
-                                 ``completed_q`` (the improved policy softmax(log P +
-                                 sigma(completed q)) of c4fast.gumbel over the root's
-                                 children, P the net's prior before root temperature and
-                                 noise, sigma with gumbel_c_visit and gumbel_c_scale). A
-                                 Gumbel search always records completed Q
     gumbel_actions       16      m: actions sampled without replacement at a Gumbel root
                                  (capped by the root's children)
     gumbel_c_visit       50.0    sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1]
@@ -116,9 +107,6 @@ class SearchConfig:
     root_search: str = field(default="puct", metadata=opt(
         "self-play root search: puct (noise, playout-cap targets) or gumbel (sequential halving, "
         "completed-Q targets, the survivor is played)"))
-    policy_target: str = field(default="visits", metadata=opt(
-        "puct: a full search's policy target, visits (forced playouts pruned) or completed_q (softmax of the raw "
-        "log prior + sigma(completed q), sigma as gumbel's)"))
     gumbel_actions: int = field(default=16, metadata=opt("gumbel: actions m sampled at the root"))
     gumbel_c_visit: float = field(default=50.0, metadata=opt("gumbel: c_visit of sigma(q)"))
     gumbel_c_scale: float = field(default=1.0, metadata=opt("gumbel: c_scale of sigma(q)"))
@@ -151,9 +139,6 @@ class SearchConfig:
             v = getattr(self, f)
             bad(f, isinstance(v, int) and not isinstance(v, bool) and v >= 1)
         bad("fast_playouts", self.fast_playouts <= self.full_playouts)
-        if self.policy_target not in POLICY_TARGETS:
-            raise ValueError(f"SearchConfig.policy_target must be one of {', '.join(POLICY_TARGETS)}, "
-                             f"got {self.policy_target!r}")
         if self.root_search not in ROOT_SEARCHES:
             raise ValueError(f"SearchConfig.root_search must be one of {', '.join(ROOT_SEARCHES)}, "
                              f"got {self.root_search!r}")

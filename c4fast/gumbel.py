@@ -152,13 +152,6 @@ def root_value(tree, r):
 def completed_q(tree, r, out):
     """out[i] = completed q of root child i (in [0, 1]); returns max_b N(b) (float)."""
     first = tree.first_child[r]
-    return completed_q_from(tree, r, tree.prior[first:first + tree.num_children[r]], out)
-
-
-@njit(cache=True)
-def completed_q_from(tree, r, priors, out):
-    """:func:`completed_q` with the root children's priors (in v_mix) given by child slot."""
-    first = tree.first_child[r]
     n = tree.num_children[r]
     raw = root_value(tree, r)
     total = 0.0
@@ -170,7 +163,7 @@ def completed_q_from(tree, r, priors, out):
         v = tree.visits[c]
         total += v
         if v > 0:
-            p = max(float(priors[i]), TINY_PRIOR)
+            p = max(float(tree.prior[c]), TINY_PRIOR)
             mass += p
             weighted += p * q_score(tree.value_sum[c], v)
             if v > max_n:
@@ -199,26 +192,15 @@ def improved_policy(tree, r, gp, out):
     """out[col] = softmax(logit + sigma(completed q)) over root r's children (0 elsewhere);
     the completed-Q policy target."""
     first = tree.first_child[r]
-    if first < 0 or tree.num_children[r] == 0:
-        out[:] = 0.0
-        return
-    improved_policy_from(tree, r, tree.prior[first:first + tree.num_children[r]], gp, out)
-
-
-@njit(cache=True)
-def improved_policy_from(tree, r, priors, gp, out):
-    """:func:`improved_policy` with the root children's priors given (``priors[i]`` child slot
-    i's, e.g. the net's before a PUCT root's temperature and noise) instead of the tree's."""
-    first = tree.first_child[r]
     n = tree.num_children[r]
     out[:] = 0.0
     if first < 0 or n == 0:
         return
     s = np.empty(n)
-    max_n = completed_q_from(tree, r, priors, s)
+    max_n = completed_q(tree, r, s)
     mx = -math.inf
     for i in range(n):
-        s[i] = child_logit(priors[i]) + sigma(s[i], max_n, gp.c_visit, gp.c_scale)
+        s[i] = child_logit(tree.prior[first + i]) + sigma(s[i], max_n, gp.c_visit, gp.c_scale)
         mx = max(mx, s[i])
     total = 0.0
     for i in range(n):

@@ -22,9 +22,7 @@ Per game (:class:`GameSlots`): ``root``, ``next_free`` (next unused node of the 
 playouts), ``root_temp``, ``prepared`` (root noise/temperature applied, or the Gumbel
 schedule started), ``positions``
 (the root position record), ``pool_full`` (expansions skipped because the region was
-full: an explicit counter, never an out-of-bounds write), ``root_prior`` (float32 [G, W]:
-a PUCT root's children's priors by child slot as the net gave them, recorded before root
-temperature and noise; ``SearchConfig.policy_target == "completed_q"`` reads them).
+full: an explicit counter, never an out-of-bounds write).
 
 Leaves waiting for the evaluator (:class:`LeafBuffer`), ``L = games * leaves_per_step``::
 
@@ -66,8 +64,8 @@ from c4fast import bitboard as bb
 from c4fast.config import GumbelParams, KernelParams, SearchConfig
 from c4fast.encode import NUM_PLANES, encode_position
 from c4fast.game import IllegalMove, check_setup
-from c4fast.gumbel import (WAIT, gumbel_choice, gumbel_root_child, improved_policy, improved_policy_from,
-                           make_gumbel_roots, prepare_gumbel_root)
+from c4fast.gumbel import (WAIT, gumbel_choice, gumbel_root_child, improved_policy, make_gumbel_roots,
+                           prepare_gumbel_root)
 from c4fast.protocols import Evaluator
 from c4fast.puct import child_totals, exploration_scale, fpu_value, moves_left_utility, puct_score
 from c4fast.rollout import make_rng, uniform
@@ -109,7 +107,6 @@ class GameSlots(NamedTuple):
     prepared: np.ndarray
     positions: np.ndarray
     pool_full: np.ndarray
-    root_prior: np.ndarray
 
 
 class LeafBuffer(NamedTuple):
@@ -196,8 +193,6 @@ def prepare_root(tree, games, g, params, rng):
     n = tree.num_children[r]
     if first == UNEXPANDED or n == 0:
         return
-    for i in range(n):
-        games.root_prior[g, i] = tree.prior[first + i]
     t = games.root_temp[g]
     if t != 1.0:
         total = 0.0
@@ -620,9 +615,7 @@ class BatchedMCTS:
             np.zeros(self.num_games, np.int8),
             np.zeros(self.num_games, bb.POSITION_DTYPE),
             np.zeros(self.num_games, np.int64),
-            np.zeros((self.num_games, self.width), np.float32),
         )
-        self.completed_q_targets = config.policy_target == "completed_q" and not self.gparams.enabled
         nl = self.num_games * lps
         self.leaves = LeafBuffer(
             np.zeros(nl, np.int32),
@@ -748,16 +741,11 @@ class BatchedMCTS:
     def policy_target(self, g: int) -> np.ndarray:
         """Normalised training target per column: visits after policy-target pruning for
         full searches (forced playouts removed), plain visits otherwise; a Gumbel search's
-        completed-Q improved policy (:meth:`gumbel_policy`); with ``SearchConfig.policy_target
-        == "completed_q"`` a full PUCT search's is the improved policy over the net's priors
-        before root temperature and noise (``GameSlots.root_prior``)."""
+        completed-Q improved policy (:meth:`gumbel_policy`)."""
         if self.gparams.enabled:
             return self.gumbel_policy(g)
         out = np.zeros(self.width, np.float64)
         full = bool(self.games.full[g])
-        if full and self.completed_q_targets and self.games.prepared[g]:
-            improved_policy_from(self.tree, self.games.root[g], self.games.root_prior[g], self.gparams, out)
-            return out
         s = policy_target_kernel(self.tree, self.games.root[g], self.params, full, out)
         if s <= 0:
             s = out.sum()

@@ -226,80 +226,6 @@ def test_completed_q_target_formula():
                                np.exp(z) / np.exp(z).sum())
 
 
-# ================================================ completed-Q targets of PUCT searches
-def root_children(m: BatchedMCTS, g: int) -> list[tuple[int, int, float]]:
-    """(column, visits, q in [0, 1]) of game g's root children, in column order."""
-    r = int(m.games.root[g])
-    first, n = int(m.tree.first_child[r]), int(m.tree.num_children[r])
-    return [(int(m.tree.move[c]), int(m.tree.visits[c]),
-             0.5 * (1.0 + float(m.tree.value_sum[c]) / m.tree.visits[c]) if m.tree.visits[c] else 0.0)
-            for c in range(first, first + n)]
-
-
-def completed_q_reference(m: BatchedMCTS, game: Game, ev: HashEvaluator, config: SearchConfig) -> np.ndarray:
-    """The improved policy by ref_gumbel's formula over game's root children, the priors and
-    the root's value taken from the evaluator itself (before temperature and noise)."""
-    kids = root_children(m, 0)
-    cols = [c for c, _, _ in kids]
-    assert cols == (game.sensible_moves() if config.sensible else game.legal_moves())
-    logits, wdl = ev(game)
-    priors = ref_puct.softmax_priors(logits, game, cols)
-    target = ref_gumbel.improved_policy(priors, [v for _, v, _ in kids], [q for _, _, q in kids],
-                                        (1.0 + float(wdl[0]) - float(wdl[2])) / 2,
-                                        config.gumbel_c_visit, config.gumbel_c_scale)
-    out = np.zeros(game.width)
-    out[cols] = target
-    return out
-
-
-@settings(max_examples=25, **HYP)
-@given(seed=st.integers(0, 10_000), plies=st.integers(0, 16), playouts=st.integers(2, 150),
-       lps=st.sampled_from([1, 4, 8]), temp=st.sampled_from([1.0, 1.4]), sensible=st.booleans(),
-       c=st.sampled_from([(50.0, 1.0), (10.0, 0.25)]), size=st.sampled_from([(6, 7), (9, 10)]))
-def test_puct_completed_q_target_matches_the_formula_on_the_raw_prior(seed, plies, playouts, lps, temp, sensible,
-                                                                      c, size):
-    """SearchConfig.policy_target = "completed_q": a full PUCT search (Dirichlet noise, root
-    temperature, forced playouts, virtual loss) records softmax(log P + sigma(completed q))
-    with P the evaluator's prior, not the noised one the search used; again after the tree
-    is reused; a fast search keeps its visit counts."""
-    h, w = size
-    game = random_midgame(seed, h, w, None, plies)
-    config = SearchConfig(policy_target="completed_q", full_playouts=150, fast_playouts=10, leaves_per_step=lps,
-                          sensible=sensible, gumbel_c_visit=c[0], gumbel_c_scale=c[1])
-    ev = HashEvaluator(salt=seed % 5)
-    m = BatchedMCTS(config, 1, h, w, seed=seed)
-    m.set_position(0, game.state)
-    m.start_search(0, playouts, full=True, root_temp=temp)
-    run_search(m, ev)
-    np.testing.assert_allclose(m.policy_target(0), completed_q_reference(m, game, ev, config), rtol=1e-6, atol=1e-9)
-    kids = root_children(m, 0)
-    if len(kids) > 1:  # the noise moved the search's priors away from the evaluator's
-        logits, _ = ev(game)
-        raw = ref_puct.softmax_priors(logits, game, [k[0] for k in kids])
-        r = int(m.games.root[0])
-        used = m.tree.prior[m.tree.first_child[r]:m.tree.first_child[r] + len(kids)]
-        assert not np.allclose(used, raw, atol=1e-6)
-    col = max(kids, key=lambda k: (k[1], -k[0]))[0]
-    m.advance(0, col)
-    game.play(col)
-    if game.result is not None:
-        return
-    m.start_search(0, min(150, m.root_playouts(0) + playouts), full=True, root_temp=temp)
-    run_search(m, ev)
-    np.testing.assert_allclose(m.policy_target(0), completed_q_reference(m, game, ev, config), rtol=1e-6, atol=1e-9)
-    m.advance(0, max(root_children(m, 0), key=lambda k: k[1])[0])
-    if int(m.games.positions[0]["result"]) == -1:  # still running (bitboard.RUNNING)
-        m.start_search(0, 10, full=False)
-        run_search(m, ev)
-        visits = m.root_visits(0)
-        np.testing.assert_allclose(m.policy_target(0), visits / visits.sum())
-
-
-def test_puct_completed_q_is_refused_by_name_when_unknown():
-    with pytest.raises(ValueError, match="policy_target must be one of visits, completed_q"):
-        SearchConfig(policy_target="q")
-
-
 # ================================================================ play and sampling
 def solved_wins(game: Game) -> set[int]:
     res = EndgameSolver(tt_log2=16).solve(game, nodes=1_000_000)
@@ -374,36 +300,6 @@ def test_worker_records_weight_one_completed_q_targets_and_plays_the_survivor():
             assert np.count_nonzero(p) == len(cols)
 
 
-def test_worker_records_completed_q_targets_of_full_puct_searches_only():
-    """policy_target completed_q: a full search's target gives every root child mass, with
-    policy weight 1, and is no visit distribution; a fast search's stays its visit counts
-    with weight 0."""
-    from selfplay.generation.config import SelfPlayConfig
-    from selfplay.generation.worker import SelfPlayEngine
-
-    search = SearchConfig(policy_target="completed_q", full_playouts=24, fast_playouts=4, full_probability=0.5,
-                          leaves_per_step=4)
-    eng = SelfPlayEngine(HashEvaluator(salt=1), search, SelfPlayConfig(forbidden_cell=False, opening_max=0),
-                         6, 7, num_games=3, seed=5)
-    games = []
-    eng.play(3, lambda record, samples: games.append((record, samples)))
-    full = fast = 0
-    for record, samples in games:
-        for smp in samples:
-            p = smp["policy"]
-            assert p.sum() == pytest.approx(1.0)
-            cols = Game.from_moves(6, 7, None, list(record["moves"][:smp["ply"]])).sensible_moves()
-            if smp["policy_weight"] == 1.0:
-                full += 1
-                assert np.count_nonzero(p) == len(cols)
-                assert len(cols) == 1 or not any(np.allclose(k * p, np.round(k * p), atol=1e-4) for k in range(1, 200))
-            else:
-                fast += 1
-                assert smp["policy_weight"] == 0.0  # visit counts (reused ones too): k * p whole for some k
-                assert any(np.allclose(k * p, np.round(k * p), atol=1e-4) for k in range(1, 200))
-    assert full > 0 and fast > 0
-
-
 def test_loop_help_lists_the_gumbel_flags():
     import argparse
 
@@ -414,5 +310,5 @@ def test_loop_help_lists_the_gumbel_flags():
     add_config_arguments(parser, LoopConfig)
     text = parser.format_help()
     for flag in ("--selfplay.root-search", "--selfplay.gumbel-actions", "--selfplay.gumbel-c-visit",
-                 "--selfplay.gumbel-c-scale", "--selfplay.policy-target"):
+                 "--selfplay.gumbel-c-scale"):
         assert flag in text
