@@ -164,7 +164,7 @@ def test_solver_labels_in_shards_are_the_solvers_answers(tmp_path):
     assert differ > 0
 
 
-def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_and_forks(tmp_path):
+def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_forks_and_c_puct_0_7(tmp_path):
     from selfplay.generation import loop
     from selfplay.generation.orchestrator import run_config
 
@@ -179,6 +179,12 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
     assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
     assert policy("--selfplay.solve-max-empty", "0").solve_max_empty == 0
     assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards
+    # self-play's c_puct 0.7 on 6x7 (docs/ABLATIONS.md); play and the other presets keep 1.1
+    assert loop.PRESETS["standard"].selfplay.search.c_puct == 0.7
+    assert loop.PRESETS["cpu"].selfplay.search.c_puct == SearchConfig().c_puct == 1.1
+    args = loop.build_parser().parse_args(["--preset", "standard", "--dir", str(tmp_path / "c"),
+                                           "--selfplay.c-puct", "1.1"])
+    assert run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay.search.c_puct == 1.1
 
 
 def test_solver_labels_on_small_boards_match_brute_force(tmp_path):

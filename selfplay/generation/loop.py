@@ -86,7 +86,7 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
             checkpoint_every: int = 200, samples_per_shard: int = 2000, reload_interval: float = 5.0,
             forward: str = "auto", value_mix: float = 0.0, value_distance: float = 0.0, root_search: str = "puct",
             padded: bool = False, lr: float = TrainConfig.lr, ownership_weight: float = 0.0,
-            games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
+            c_puct: float = SearchConfig.c_puct, games_config: SelfPlayConfig = SelfPlayConfig()) -> LoopConfig:
     """A loop preset from the knobs that differ between presets (keywords; the rest are
     the config classes' defaults): `games` games per self-play worker, `full`/`fast`/`prob`
     the playout cap (playouts of a full and a fast search, share of full ones),
@@ -94,14 +94,15 @@ def _preset(name: str, net: str, *, evaluation: EvalConfig, gpus: int = 0, worke
     samples, `window_c` the replay window constant (samples), `padded` one compiled canvas pass per
     training step (``TrainConfig.padded`` and ``compile``: the per-size step's maths in one pass),
     `lr` the trainer's peak learning rate (SGD, per step), `ownership_weight` the weight of the
-    training-only ownership target (``TrainConfig.ownership_weight``; 0: no head)."""
+    training-only ownership target (``TrainConfig.ownership_weight``; 0: no head), `c_puct`
+    self-play's PUCT constant (play keeps ``SearchConfig.c_puct``)."""
     return LoopConfig(
         preset=name, net=net,
         selfplay=RunConfig(gpus=gpus, workers=workers, games_per_worker=games, preset=net,
                            threads=server_threads, samples_per_shard=samples_per_shard,
                            reload_interval=reload_interval, status_every=30.0, forward=forward,
                            search=SearchConfig(full_playouts=full, fast_playouts=fast, full_probability=prob,
-                                               root_search=root_search),
+                                               root_search=root_search, c_puct=c_puct),
                            selfplay=games_config),
         train=TrainRunConfig(threads=train_threads, poll=min(5.0, reload_interval),
                              train=TrainConfig(preset=net, per_size=per_size, lr=lr, ratio=ratio, value_mix=value_mix,
@@ -193,9 +194,12 @@ PRESETS = {
     # 1.18 % result-changing in two 12-minute seeds against the preset re-run beside it,
     # matches 0.5825 and 0.470 (1.22x and 0.85x the control's samples); over 60 minutes (seed
     # 17) 5.86 % / 0.68 %, 0.529 [0.497, 0.561] by pairs in 200 against the shipped model on
-    # 0.80x its samples (docs/ABLATIONS.md)
+    # 0.80x its samples (docs/ABLATIONS.md); self-play's c_puct 0.7 instead of 1.1 (play keeps
+    # 1.1): Pons 6.64 -> 6.56 %, 7.04 -> 6.58 %, 7.16 -> 6.52 % exact in three 12-minute seeds
+    # against the preset re-run beside them, raw policy +1.3 to +3.8 points, matches 0.5675,
+    # 0.5225, 0.520 (0.537 [0.507, 0.566] by pairs over the 300; docs/ABLATIONS.md)
     "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, value_distance=1.0, lr=0.05,
-                                  ownership_weight=1.5,
+                                  ownership_weight=1.5, c_puct=0.7,
                                   games_config=SelfPlayConfig(solve_max_empty=20, fork_probability=0.5,
                                                               fork_max_fill=0.67),
                                   workers=0,
