@@ -168,23 +168,22 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
     from selfplay.generation import loop
     from selfplay.generation.orchestrator import run_config
 
-    def policy(*flags):
+    def selfplay(*flags):
+        """The self-play run config of `standard` with `flags`, as the loop resolves it."""
         args = loop.build_parser().parse_args(["--preset", "standard", "--dir", str(tmp_path / "r"), *flags])
-        return run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay.selfplay
+        return run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay
 
-    std = policy()
+    std = selfplay().selfplay
     assert std.solve_max_empty == 20 and not std.forbidden_cell
     assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")
     assert loop.PRESETS["cpu"].selfplay.selfplay.fork_probability == 0.0  # level on Saiblo boards
     assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
-    assert policy("--selfplay.solve-max-empty", "0").solve_max_empty == 0
+    assert selfplay("--selfplay.solve-max-empty", "0").selfplay.solve_max_empty == 0
     assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards
     # self-play's c_puct 0.7 on 6x7 (docs/ABLATIONS.md); play and the other presets keep 1.1
-    assert loop.PRESETS["standard"].selfplay.search.c_puct == 0.7
+    assert loop.PRESETS["standard"].selfplay.search.c_puct == selfplay().search.c_puct == 0.7
     assert loop.PRESETS["cpu"].selfplay.search.c_puct == SearchConfig().c_puct == 1.1
-    args = loop.build_parser().parse_args(["--preset", "standard", "--dir", str(tmp_path / "c"),
-                                           "--selfplay.c-puct", "1.1"])
-    assert run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay.search.c_puct == 1.1
+    assert selfplay("--selfplay.c-puct", "1.1").search.c_puct == 1.1
 
 
 def test_solver_labels_on_small_boards_match_brute_force(tmp_path):
