@@ -173,7 +173,8 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
         args = loop.build_parser().parse_args(["--preset", "standard", "--dir", str(tmp_path / "r"), *flags])
         return run_config(loop.LoopConfig, args, loop.PRESETS, loop.LocalPlacement.state_file).selfplay
 
-    std = selfplay().selfplay
+    run = selfplay()
+    std = run.selfplay
     assert std.solve_max_empty == 20 and not std.forbidden_cell
     assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")
     assert loop.PRESETS["cpu"].selfplay.selfplay.fork_probability == 0.0  # level on Saiblo boards
@@ -182,7 +183,7 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
     assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards
     # self-play's c_puct 0.7 on 6x7 and on Saiblo boards (docs/ABLATIONS.md); play and the
     # unmeasured gpu preset keep 1.1
-    assert loop.PRESETS["standard"].selfplay.search.c_puct == selfplay().search.c_puct == 0.7
+    assert loop.PRESETS["standard"].selfplay.search.c_puct == run.search.c_puct == 0.7
     assert loop.PRESETS["cpu"].selfplay.search.c_puct == 0.7
     assert loop.PRESETS["gpu"].selfplay.search.c_puct == SearchConfig().c_puct == 1.1
     assert selfplay("--selfplay.c-puct", "1.1").search.c_puct == 1.1
