@@ -146,10 +146,11 @@ PRESETS = {
     # 0.645] by pairs over the 200), on 0.89x and 0.85x the control's trainer steps (the head
     # costs the trainer's core); two 60-minute runs scored 0.600 [0.533, 0.667] and 0.6875
     # [0.624, 0.751] by pairs in 100 against the c4fast_cpu of 2026-11-26, trained without it;
-    # the second ships as c4fast_cpu (docs/ABLATIONS.md, issue 35). Self-play's c_puct 0.7 (PUCT
+    # the second shipped as c4fast_cpu (docs/ABLATIONS.md, issue 35). Self-play's c_puct 0.7 (PUCT
     # below the Gumbel root; play keeps 1.1), as `standard`: 0.525 and 0.575 in 100 pairs each
     # after 12 equal minutes, seeds 11 and 12 (0.550 [0.501, 0.599] by pairs over the 200), on
-    # 0.94x and 0.84x the control's samples (docs/ABLATIONS.md, issue 35)
+    # 0.94x and 0.84x the control's samples; 60 minutes of this preset beat that c4fast_cpu
+    # 0.5825 [0.540, 0.625] by pairs in 200 and ship as c4fast_cpu (docs/ABLATIONS.md, issue 35)
     "cpu": _preset("cpu", "cpu_small", games=96, value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    full=50, fast=50, prob=1.0, root_search="gumbel", ownership_weight=1.5, c_puct=0.7,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
