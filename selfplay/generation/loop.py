@@ -154,7 +154,8 @@ PRESETS = {
     # Distance in the value target, d = 1 (as `standard`: a decided sample gives plies left /
     # (H * W) of its mass to the draw): 0.555 and 0.5425 in 100 pairs each after 12 equal
     # minutes, seeds 11 and 12 (0.549 [0.503, 0.595] by pairs over the 200), on 1.09x and 1.05x
-    # the control's samples (docs/ABLATIONS.md, issue 35)
+    # the control's samples; 60 minutes of it were level with that c4fast_cpu (0.489 [0.447,
+    # 0.531] by pairs in 200, on 1.12x its samples), which stays (docs/ABLATIONS.md, issue 35)
     "cpu": _preset("cpu", "cpu_small", games=96, value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    full=50, fast=50, prob=1.0, root_search="gumbel", ownership_weight=1.5, c_puct=0.7,
                    value_distance=1.0,
