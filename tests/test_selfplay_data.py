@@ -179,8 +179,8 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
     assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")
     assert loop.PRESETS["cpu"].selfplay.selfplay.fork_probability == 0.0  # level on Saiblo boards
     assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
-    # the value distance won two 12-minute seeds on Saiblo boards too; gpu unmeasured
-    assert loop.PRESETS["cpu"].train.train.value_distance == 1.0
+    # on Saiblo boards the value distance won at 12 minutes but lost over 60; gpu unmeasured
+    assert loop.PRESETS["cpu"].train.train.value_distance == 0.0
     assert loop.PRESETS["gpu"].train.train.value_distance == 0.0
     assert selfplay("--selfplay.solve-max-empty", "0").selfplay.solve_max_empty == 0
     assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards

@@ -151,14 +151,12 @@ PRESETS = {
     # after 12 equal minutes, seeds 11 and 12 (0.550 [0.501, 0.599] by pairs over the 200), on
     # 0.94x and 0.84x the control's samples; 60 minutes of this preset beat that c4fast_cpu
     # 0.5825 [0.540, 0.625] by pairs in 200 and ship as c4fast_cpu (docs/ABLATIONS.md, issue 35).
-    # Distance in the value target, d = 1 (as `standard`: a decided sample gives plies left /
-    # (H * W) of its mass to the draw): 0.555 and 0.5425 in 100 pairs each after 12 equal
-    # minutes, seeds 11 and 12 (0.549 [0.503, 0.595] by pairs over the 200), on 1.09x and 1.05x
-    # the control's samples; 60 minutes of it were level with that c4fast_cpu (0.489 [0.447,
-    # 0.531] by pairs in 200, on 1.12x its samples), which stays (docs/ABLATIONS.md, issue 35)
+    # No distance in the value target (`standard` has d = 1): d = 1 won two 12-minute seeds
+    # (0.549 [0.503, 0.595] by pairs over 200) but over 60 minutes it was level with that
+    # c4fast_cpu (0.489 [0.447, 0.531], seed 11) and lost to this preset re-run beside it
+    # (0.415 [0.369, 0.461] by pairs in 200, seed 12, on 0.91x its samples; docs/ABLATIONS.md)
     "cpu": _preset("cpu", "cpu_small", games=96, value_mix=0.5, workers=0, server_threads=0, train_threads=0,
                    full=50, fast=50, prob=1.0, root_search="gumbel", ownership_weight=1.5, c_puct=0.7,
-                   value_distance=1.0,
                    games_config=SelfPlayConfig(move_temp_base=0.5, move_temp_decay=2.0),
                    evaluation=EvalConfig(every_min=10.0, pairs=12, playouts=100, anchors=CPU_ANCHORS)),
     # GPU: 64 samples per size per step (1,024 a step): the trainer is launch-bound, so on an
