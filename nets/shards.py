@@ -19,7 +19,9 @@ of several finished games, grouped by board size so the trainer loads a size at 
         model_version int64  (N,)       network version that played the move
         solved_plies int16   (N,)       optional: exact plies to the end under perfect play
                                         where ``outcome`` is the exact solver's result
-                                        (SelfPlayConfig.solve_max_empty), -1 where it is
+                                        (SelfPlayConfig.solve_max_empty; with solve_rescore
+                                        also the game's plies to a later solved position
+                                        plus its exact distance), -1 where it is
                                         the game's; absent (read as all -1) in shards of runs
                                         without the solver
         (shards written from d99ce20 to 0f5c532 also hold ``surprise``, for the removed
@@ -317,7 +319,8 @@ def plies_left(path: str, group: dict, games: dict) -> np.ndarray:
     ``ply``. ``num_moves`` counts every stone of the game and ``ply`` the stones on the
     sample's board, so this holds for a game started from a position reached before its
     first sample too. A sample with an exact solver label (``solved_plies`` >= 0, the
-    distance under perfect play) takes that instead, as its outcome is the solved one.
+    distance under perfect play; for a sample rescored from a later solved one, the plies
+    to it plus its exact distance) takes that instead, as its outcome is the solved one.
     The moves-left head's target (``NetConfig.moves_left``). Raises
     :class:`ShardValueError` for a sample of a game the shard does not hold, or one at or
     past its game's end."""

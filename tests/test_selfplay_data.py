@@ -198,6 +198,44 @@ def test_solver_labels_on_small_boards_match_brute_force(tmp_path):
     assert check_solver_labels(paths, 12, reference=True) > 10
 
 
+def test_rescoring_labels_earlier_samples_from_the_nearest_solved_one(tmp_path):
+    """solve_rescore: an unsolved sample k plies before the nearest solved sample of its game
+    carries the brute-force result of that later position for its own side to move and
+    k + its exact distance; samples with no solved one after them keep the game's outcome."""
+    with pytest.raises(ValueError, match="solve_max_empty"):
+        SelfPlayConfig(solve_rescore=True)
+    policy = SelfPlayConfig(solve_max_empty=10, solve_nodes=10**7, solve_rescore=True)
+    paths, stats = play(tmp_path, policy, ((4, 5, 6), (5, 5, 7), (5, 6, 8)), games=3)
+    rescored = 0
+    for p in paths:
+        validate_shard(p)  # the rescored distances fit their outcomes like exact ones
+        data = read_shard(p)
+        games = data.pop("games")
+        row = {int(g): i for i, g in enumerate(games["game_id"])}
+        for (h, w), g in data.items():
+            recs = rebuild_positions(g, h, w)
+            for i in range(len(recs)):
+                pos = c4fast.Game.from_state(recs[i])
+                cells, ply, gid = cells_of(pos), pos.ply, int(g["game_id"][i])
+                out, d = int(g["outcome"][i]), int(g["solved_plies"][i])
+                j = row[gid]
+                moves = [int(c) for c in games["moves"][j, :int(games["num_moves"][j])]]
+                if cells - ply <= 10:  # the solver's own label
+                    assert (out, d) == ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:ply]))
+                    continue
+                later = [int(q) for gg, q in zip(g["game_id"], g["ply"]) if int(gg) == gid and cells - int(q) <= 10]
+                if not later:  # the game ended before reaching the solver: its own outcome
+                    r = int(games["result"][j])
+                    assert d == -1 and out == (1 if r == 0 else (0 if r == ply % 2 + 1 else 2))
+                    continue
+                q = min(later)
+                o_q, d_q = ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:q]))
+                k = q - ply
+                assert (out, d) == ((o_q if k % 2 == 0 else 2 - o_q), k + d_q)
+                rescored += 1
+    assert rescored > 10 and rescored == sum(s.rescored for s in stats)
+
+
 def test_a_solve_over_its_budget_keeps_the_games_outcome(tmp_path):
     policy = SelfPlayConfig(solve_max_empty=30, solve_nodes=1, forbidden_cell=False)
     paths, stats = play(tmp_path, policy, ((6, 7, 8),), games=3)

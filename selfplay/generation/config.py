@@ -50,6 +50,10 @@ class SelfPlayConfig:
                                    end) from the exact solver (0: off; see the worker)
     solve_nodes            200000  node budget of one such solve (over it: the game's
                                    outcome, as without the solver)
+    solve_rescore          False   also relabel every unsolved sample before a solved one
+                                   from the nearest solved sample after it: its result
+                                   and plies to the end as if the game were played
+                                   perfectly from there (Lc0's tablebase rescoring)
     fork_probability       0.0     share of games started from a mid-game fork: up to
                                    fork_max_fill * cells cheap randomized moves
                                    (c4fast.players.bots.play_fork), samples from there
@@ -81,6 +85,9 @@ class SelfPlayConfig:
         "cells (0: off)"))
     solve_nodes: int = field(default=200_000, metadata=opt(
         "node budget of one solver label (over it: the game's outcome)"))
+    solve_rescore: bool = field(default=False, metadata=opt(
+        "relabel the samples before a solved one with its result and distance, as if the game were played "
+        "perfectly from there (needs solve_max_empty > 0)"))
     fork_probability: float = field(default=0.0, metadata=opt(
         "share of games started from a mid-game position reached by cheap randomized moves (samples from there)"))
     fork_max_fill: float = field(default=0.5, metadata=opt(
@@ -103,6 +110,8 @@ class SelfPlayConfig:
             raise ValueError(f"SelfPlayConfig.solve_max_empty must be in 0..{MAX_CELLS}, got {self.solve_max_empty}")
         if self.solve_nodes < 1:
             raise ValueError(f"SelfPlayConfig.solve_nodes must be >= 1, got {self.solve_nodes}")
+        if self.solve_rescore and self.solve_max_empty == 0:
+            raise ValueError("SelfPlayConfig.solve_rescore needs solver labels (solve_max_empty > 0)")
         if not (math.isfinite(self.fork_probability) and 0.0 <= self.fork_probability <= 1.0):
             raise ValueError(f"SelfPlayConfig.fork_probability must be in [0, 1], got {self.fork_probability}")
         if not (math.isfinite(self.fork_max_fill) and 0.0 < self.fork_max_fill < 1.0):

@@ -206,7 +206,7 @@ class WorkerSupervisor:
 
     def totals(self) -> dict:
         keys = ("games", "samples", "moves", "evals", "playouts", "batches", "game_length_sum", "written_games",
-                "written_samples", "forks", "solve_tries", "solved", "solve_nodes", "fill_sum")
+                "written_samples", "forks", "solve_tries", "solved", "solve_nodes", "rescored", "fill_sum")
         out = {k: sum(st.get(k, 0) for st in self.inc_stats.values()) for k in keys}
         out["fill_hist"] = sum((np.asarray(st.get("fill_hist", 0), np.int64) for st in self.inc_stats.values()),
                                np.zeros(FILL_BINS, np.int64))
@@ -476,9 +476,10 @@ def run(cfg: RunConfig) -> dict:
         "mean_fill": round(tot["fill_sum"] / tot["games"], 4) if tot["games"] else 0.0,
         "fill_hist": tot["fill_hist"].tolist(),
         # switches of SelfPlayConfig: games from a mid-game fork, samples the exact solver labelled
-        # (of those it was asked to; the rest were over the node budget) and its nodes
+        # (of those it was asked to; the rest were over the node budget) and its nodes, and the
+        # earlier samples relabelled from them (solve_rescore)
         "forked_games": tot["forks"], "solved_samples": tot["solved"], "solve_tries": tot["solve_tries"],
-        "solve_nodes": tot["solve_nodes"],
+        "solve_nodes": tot["solve_nodes"], "rescored_samples": tot["rescored"],
         **_arithmetic(cfg, forward, counts[2] / elapsed / 1e9),
         "workers": workers, "games_per_worker": games, "populations": populations, "servers": n_servers,
         "device": "cpu" if cfg.gpus == 0 else f"{cfg.gpus} GPU(s)",

@@ -16,7 +16,8 @@ Switches of :class:`SelfPlayConfig` (off by default): ``fork_probability`` start
 the games from a mid-game position reached by cheap randomized moves (``fork_player``:
 greedy or depth-limited alpha-beta ones; :func:`c4fast.players.bots.play_fork`; the game's ``moves`` still start from the empty
 board, its samples start at the fork), and ``solve_max_empty`` labels the samples with at
-most that many empty playable cells with the exact solver's result and distance
+most that many empty playable cells with the exact solver's result and distance, and with
+``solve_rescore`` the earlier samples of the game from the nearest solved one after them
 (:meth:`SelfPlayEngine._solve_labels`).
 """
 
@@ -59,6 +60,7 @@ class Stats:
     solve_tries: int = 0  # samples the solver was asked to label (at most solve_max_empty empty cells)
     solved: int = 0  # samples labelled by the solver (within its node budget)
     solve_nodes: int = 0  # nodes of the successful solves
+    rescored: int = 0  # unsolved samples relabelled from a later solved one (solve_rescore)
     fill_sum: float = 0.0  # sum over finished games of the final fill (stones / playable cells)
     fill_hist: np.ndarray = field(default_factory=lambda: np.zeros(FILL_BINS, np.int64))  # games per fill bin
 
@@ -202,7 +204,15 @@ class SelfPlayEngine:
         most that many empty playable cells whose solve fits in ``solve_nodes`` nodes takes
         the solver's result for the side to move as its ``outcome`` and the exact plies to the
         end under perfect play as ``solved_plies``; every other sample keeps the game's
-        outcome and ``solved_plies`` -1. The positions are replayed from the game's moves."""
+        outcome and ``solved_plies`` -1. The positions are replayed from the game's moves.
+
+        With ``solve_rescore`` an unsolved sample followed by a solved one (at ``k`` more
+        plies, label ``(outcome, d)``) takes that sample's result for its own side to move
+        (the same for even ``k``, win and loss swapped for odd ``k``) and ``solved_plies``
+        ``k + d``: the game's own moves up to the solved position, perfect play from there.
+        Such a distance has the parity of an exact one (a win ends on the mover's stone), so
+        the shards validate it alike; it is the longest a perfect player from there lets it
+        be, not the position's own exact distance."""
         st = self.stats
         cells = int(game.state[0]["cells"])
         replay = c4fast.Game(self.height, self.width, game.forbidden)
@@ -220,6 +230,17 @@ class SelfPlayEngine:
             smp["outcome"], smp["solved_plies"] = score_result(res.score, ply, cells)
             st.solved += 1
             st.solve_nodes += res.nodes
+        if self.policy.solve_rescore:
+            later = None  # (ply, outcome, solved_plies) of the nearest solved sample after this one
+            for smp in reversed(samples):
+                ply = int(smp["ply"])
+                if smp["solved_plies"] >= 0:
+                    later = (ply, int(smp["outcome"]), int(smp["solved_plies"]))
+                elif later is not None:
+                    k = later[0] - ply
+                    smp["outcome"] = later[1] if k % 2 == 0 else 2 - later[1]
+                    smp["solved_plies"] = k + later[2]
+                    st.rescored += 1
 
     # -------------------------------------------------------------- main loop
     def begin(self, games_to_start: int, on_game, should_stop=lambda: False) -> None:
