@@ -116,12 +116,10 @@ def test_score_result_matches_brute_force_minimax():
     assert score_result(5, 30, 42) == (0, 3) and score_result(-6, 30, 42) == (2, 2)  # (43 - 32) // 2, (43 - 31) // 2
 
 
-def check_solver_labels(paths, max_empty, reference=False):
-    """Every sample with at most `max_empty` empty cells carries the solver's label for the
-    position rebuilt from its stored stones; the others carry the game's outcome and -1.
-    Returns the number of solved samples."""
-    solver = sv.Solver(18)
-    solved = 0
+def validated_samples(paths):
+    """Each sample of the (validated) shards `paths`: ``(g, i, pos, games, j)``: its size
+    group, index, position rebuilt from its stored stones, the shard's /games and its
+    game's row there."""
     for p in paths:
         validate_shard(p)
         data = read_shard(p)
@@ -130,19 +128,27 @@ def check_solver_labels(paths, max_empty, reference=False):
         for (h, w), g in data.items():
             recs = rebuild_positions(g, h, w)
             for i in range(len(recs)):
-                pos = c4fast.Game.from_state(recs[i])
-                cells, ply = cells_of(pos), pos.ply
-                d = int(g["solved_plies"][i])
-                if cells - ply > max_empty:
-                    assert d == -1
-                    continue
-                assert d != -1, "a budget of 10**7 nodes settles every position here"
-                assert (int(g["outcome"][i]), d) == score_result(solver.solve(pos), ply, cells)
-                if reference:
-                    j = row[int(g["game_id"][i])]
-                    moves = [int(c) for c in games["moves"][j, :ply]]
-                    assert (int(g["outcome"][i]), d) == ref_solve(ref_from_moves(h, w, pos.forbidden, moves))
-                solved += 1
+                yield g, i, c4fast.Game.from_state(recs[i]), games, row[int(g["game_id"][i])]
+
+
+def check_solver_labels(paths, max_empty, reference=False):
+    """Every sample with at most `max_empty` empty cells carries the solver's label for the
+    position rebuilt from its stored stones; the others carry the game's outcome and -1.
+    Returns the number of solved samples."""
+    solver = sv.Solver(18)
+    solved = 0
+    for g, i, pos, games, j in validated_samples(paths):
+        cells, ply = cells_of(pos), pos.ply
+        d = int(g["solved_plies"][i])
+        if cells - ply > max_empty:
+            assert d == -1
+            continue
+        assert d != -1, "a budget of 10**7 nodes settles every position here"
+        assert (int(g["outcome"][i]), d) == score_result(solver.solve(pos), ply, cells)
+        if reference:
+            moves = [int(c) for c in games["moves"][j, :ply]]
+            assert (int(g["outcome"][i]), d) == ref_solve(ref_from_moves(pos.height, pos.width, pos.forbidden, moves))
+        solved += 1
     return solved
 
 
@@ -207,32 +213,25 @@ def test_rescoring_labels_earlier_samples_from_the_nearest_solved_one(tmp_path):
     policy = SelfPlayConfig(solve_max_empty=10, solve_nodes=10**7, solve_rescore=True)
     paths, stats = play(tmp_path, policy, ((4, 5, 6), (5, 5, 7), (5, 6, 8)), games=3)
     rescored = 0
-    for p in paths:
-        validate_shard(p)  # the rescored distances fit their outcomes like exact ones
-        data = read_shard(p)
-        games = data.pop("games")
-        row = {int(g): i for i, g in enumerate(games["game_id"])}
-        for (h, w), g in data.items():
-            recs = rebuild_positions(g, h, w)
-            for i in range(len(recs)):
-                pos = c4fast.Game.from_state(recs[i])
-                cells, ply, gid = cells_of(pos), pos.ply, int(g["game_id"][i])
-                out, d = int(g["outcome"][i]), int(g["solved_plies"][i])
-                j = row[gid]
-                moves = [int(c) for c in games["moves"][j, :int(games["num_moves"][j])]]
-                if cells - ply <= 10:  # the solver's own label
-                    assert (out, d) == ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:ply]))
-                    continue
-                later = [int(q) for gg, q in zip(g["game_id"], g["ply"]) if int(gg) == gid and cells - int(q) <= 10]
-                if not later:  # the game ended before reaching the solver: its own outcome
-                    r = int(games["result"][j])
-                    assert d == -1 and out == (1 if r == 0 else (0 if r == ply % 2 + 1 else 2))
-                    continue
-                q = min(later)
-                o_q, d_q = ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:q]))
-                k = q - ply
-                assert (out, d) == ((o_q if k % 2 == 0 else 2 - o_q), k + d_q)
-                rescored += 1
+    # validated: the rescored distances fit their outcomes like exact ones
+    for g, i, pos, games, j in validated_samples(paths):
+        cells, ply, gid = cells_of(pos), pos.ply, int(g["game_id"][i])
+        out, d = int(g["outcome"][i]), int(g["solved_plies"][i])
+        h, w = pos.height, pos.width
+        moves = [int(c) for c in games["moves"][j, :int(games["num_moves"][j])]]
+        if cells - ply <= 10:  # the solver's own label
+            assert (out, d) == ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:ply]))
+            continue
+        later = [int(q) for gg, q in zip(g["game_id"], g["ply"]) if int(gg) == gid and cells - int(q) <= 10]
+        if not later:  # the game ended before reaching the solver: its own outcome
+            r = int(games["result"][j])
+            assert d == -1 and out == (1 if r == 0 else (0 if r == ply % 2 + 1 else 2))
+            continue
+        q = min(later)
+        o_q, d_q = ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:q]))
+        k = q - ply
+        assert (out, d) == ((o_q if k % 2 == 0 else 2 - o_q), k + d_q)
+        rescored += 1
     assert rescored > 10 and rescored == sum(s.rescored for s in stats)
 
 

@@ -211,8 +211,8 @@ class SelfPlayEngine:
         (the same for even ``k``, win and loss swapped for odd ``k``) and ``solved_plies``
         ``k + d``: the game's own moves up to the solved position, perfect play from there.
         Such a distance has the parity of an exact one (a win ends on the mover's stone), so
-        the shards validate it alike; it is the longest a perfect player from there lets it
-        be, not the position's own exact distance."""
+        the shards validate it alike; it is the game's distance with perfect play from the
+        solved position on, not the sample position's own exact distance."""
         st = self.stats
         cells = int(game.state[0]["cells"])
         replay = c4fast.Game(self.height, self.width, game.forbidden)
