@@ -16,6 +16,7 @@ from c4fast.game import (  # noqa: E402
     IllegalMove,
     check_setup,
     from_saiblo,
+    outcome_for,
     parse_sizes,
     to_saiblo,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "SAIBLO_SIZES",
     "check_setup",
     "from_saiblo",
+    "outcome_for",
     "parse_sizes",
     "perft",
     "to_saiblo",

@@ -44,6 +44,15 @@ def check_setup(height: int, width: int, forbidden) -> tuple[int, int, int, int]
     return int(height), int(width), frow, fcol
 
 
+def outcome_for(result: int, ply: int) -> int:
+    """A finished game's ``result`` (0 draw, else the winner, 1 or 2) for the side to move
+    after ``ply`` stones (player ``ply % 2 + 1``): 0 win, 1 draw, 2 loss, the shards'
+    ``outcome`` convention."""
+    if result == 0:
+        return 1
+    return 0 if int(result) == int(ply) % 2 + 1 else 2
+
+
 def to_saiblo(row: int, col: int, height: int) -> tuple[int, int]:
     """Our (row from the bottom, col) -> Saiblo's (x = row from the top, y = col)."""
     return height - 1 - row, col

@@ -54,7 +54,7 @@ import numpy as np
 
 from c4fast import bitboard as bb
 from c4fast.evaluators import column_plane
-from c4fast.game import Game, IllegalMove
+from c4fast.game import Game, IllegalMove, outcome_for
 from c4fast.runtime import fsync_dir
 from c4fast.encode import ENCODING_VERSION, NUM_PLANES, encode_batch
 
@@ -385,8 +385,6 @@ def validate_shard(path: str, replay: bool = True) -> dict:
     (with `replay`) that replaying every stored game gives its stored result and that every
     sample is the position after its game's first ``ply`` moves (forked games included).
     """
-    import c4fast
-
     data = read_shard(path)
     games = data.pop("games")
     result_of = {int(g): int(r) for g, r in zip(games["game_id"], games["result"])}
@@ -423,8 +421,7 @@ def validate_shard(path: str, replay: bool = True) -> dict:
                 raise ShardError(f"shard {path!r}: sample of unknown game {int(gid)}")
             if solved != -1:  # the exact solver's result, which a game may miss
                 continue
-            to_move = int(ply) % 2 + 1
-            expect = 1 if res == 0 else (0 if res == to_move else 2)
+            expect = outcome_for(res, int(ply))
             if int(out) != expect:
                 raise ShardError(f"shard {path!r}: game {int(gid)} ply {int(ply)} outcome {int(out)} "
                                  f"disagrees with the game result {res}")
@@ -434,7 +431,7 @@ def validate_shard(path: str, replay: bool = True) -> dict:
             k = int(games["num_moves"][i])
             fr, fc = (int(x) for x in games["forbidden"][i])
             forb = None if fr < 0 else (fr, fc)
-            gm = c4fast.Game(int(games["height"][i]), int(games["width"][i]), forb)
+            gm = Game(int(games["height"][i]), int(games["width"][i]), forb)
             seen = [gm.hash]
             try:
                 for c in games["moves"][i, :k]:

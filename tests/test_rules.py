@@ -252,6 +252,22 @@ def test_game_over_has_no_legal_moves():
         assert game.legal_moves() == []
 
 
+def test_outcome_for_scores_every_ply_by_who_placed_the_last_stone():
+    """A decided game's last stone is the winner's, so the side to move at ply p wins (0) when
+    n - 1 - p is even and loses (2) when odd; every ply of a draw scores 1. Reference games."""
+    rng = np.random.default_rng(11)
+    results = set()
+    for _ in range(60):
+        height, width, forbidden = random_setup(rng, MIN_SIZE, 5)
+        ref = random_ref_game(rng, height, width, forbidden, avoid_wins=bool(rng.integers(2)))
+        n = len(ref.moves)
+        results.add(ref.result)
+        for ply in range(n):
+            expect = 1 if ref.result == 0 else (0 if (n - 1 - ply) % 2 == 0 else 2)
+            assert c4fast.outcome_for(ref.result, ply) == expect, (describe(ref), ply)
+    assert results == {0, 1, 2}
+
+
 # --------------------------------------------------------------------------- rules by example
 def test_stone_passes_over_forbidden_cell():
     game = c4fast.Game(9, 9, (0, 4))

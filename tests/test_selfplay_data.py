@@ -187,14 +187,16 @@ def test_the_standard_preset_takes_solver_labels_on_its_last_twenty_empty_cells_
 
     run = selfplay()
     std = run.selfplay
-    assert std.solve_max_empty == 20 and not std.forbidden_cell
+    assert std.solve_max_empty == 20 and std.solve_rescore and not std.forbidden_cell
     assert (std.fork_probability, std.fork_max_fill, std.fork_player) == (0.5, 0.67, "greedy")
     assert loop.PRESETS["cpu"].selfplay.selfplay.fork_probability == 0.0  # level on Saiblo boards
     assert loop.PRESETS["standard"].train.train.value_distance == 1.0  # the labels carry the exact distance
     # on Saiblo boards the value distance won at 12 minutes but lost over 60; gpu unmeasured
     assert loop.PRESETS["cpu"].train.train.value_distance == 0.0
     assert loop.PRESETS["gpu"].train.train.value_distance == 0.0
-    assert selfplay("--selfplay.solve-max-empty", "0").selfplay.solve_max_empty == 0
+    # rescoring needs the labels: switching them off needs --no-selfplay.solve-rescore too
+    off = selfplay("--selfplay.solve-max-empty", "0", "--no-selfplay.solve-rescore").selfplay
+    assert (off.solve_max_empty, off.solve_rescore) == (0, False)
     assert loop.PRESETS["cpu"].selfplay.selfplay.solve_max_empty == 0  # not measured on Saiblo boards
     # self-play's c_puct 0.7 on 6x7 and on Saiblo boards (docs/ABLATIONS.md); play and the
     # unmeasured gpu preset keep 1.1

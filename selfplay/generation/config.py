@@ -111,7 +111,8 @@ class SelfPlayConfig:
         if self.solve_nodes < 1:
             raise ValueError(f"SelfPlayConfig.solve_nodes must be >= 1, got {self.solve_nodes}")
         if self.solve_rescore and self.solve_max_empty == 0:
-            raise ValueError("SelfPlayConfig.solve_rescore needs solver labels (solve_max_empty > 0)")
+            raise ValueError("SelfPlayConfig.solve_rescore needs solver labels (solve_max_empty > 0); "
+                             "switch it off too (--no-selfplay.solve-rescore)")
         if not (math.isfinite(self.fork_probability) and 0.0 <= self.fork_probability <= 1.0):
             raise ValueError(f"SelfPlayConfig.fork_probability must be in [0, 1], got {self.fork_probability}")
         if not (math.isfinite(self.fork_max_fill) and 0.0 < self.fork_max_fill < 1.0):

@@ -205,11 +205,15 @@ PRESETS = {
     # 0.80x its samples (docs/ABLATIONS.md); self-play's c_puct 0.7 instead of 1.1 (play keeps
     # 1.1): Pons 6.64 -> 6.56 %, 7.04 -> 6.58 %, 7.16 -> 6.52 % exact in three 12-minute seeds
     # against the preset re-run beside them, raw policy +1.3 to +3.8 points, matches 0.5675,
-    # 0.5225, 0.520 (0.537 [0.507, 0.566] by pairs over the 300; docs/ABLATIONS.md)
+    # 0.5225, 0.520 (0.537 [0.507, 0.566] by pairs over the 300; docs/ABLATIONS.md); solver
+    # rescoring (the samples before a solved one take its result and distance): 0.5375
+    # [0.507, 0.568] by pairs over three 12-minute seeds, Pons -0.42 and -0.32 exact points in
+    # the two with matched samples; over 60 minutes (seed 11, the control beside it) Pons 5.56
+    # -> 4.96 % exact, 0.68 -> 0.50 % result-changing, 0.509 [0.483, 0.535] by pairs in 200
     "standard": _standard(_preset("standard", "cpu_small", per_size=64, value_mix=0.5, value_distance=1.0, lr=0.05,
                                   ownership_weight=1.5, c_puct=0.7,
-                                  games_config=SelfPlayConfig(solve_max_empty=20, fork_probability=0.5,
-                                                              fork_max_fill=0.67),
+                                  games_config=SelfPlayConfig(solve_max_empty=20, solve_rescore=True,
+                                                              fork_probability=0.5, fork_max_fill=0.67),
                                   workers=0,
                                   server_threads=0, train_threads=0,
                                   evaluation=EvalConfig(every_min=10.0, pairs=8, playouts=100,

@@ -181,8 +181,7 @@ class SelfPlayEngine:
         # game over: outcome for the side to move of every sample
         res = game.result
         for smp in s.samples:
-            to_move = smp["ply"] % 2 + 1
-            smp["outcome"] = 1 if res == 0 else (0 if res == to_move else 2)
+            smp["outcome"] = c4fast.outcome_for(res, smp["ply"])
         if self.policy.solve_max_empty > 0:
             self._solve_labels(s.samples, game)
         record = {"game_id": s.game_id, "height": self.height, "width": self.width,
