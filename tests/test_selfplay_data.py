@@ -116,12 +116,6 @@ def test_score_result_matches_brute_force_minimax():
     assert score_result(5, 30, 42) == (0, 3) and score_result(-6, 30, 42) == (2, 2)  # (43 - 32) // 2, (43 - 31) // 2
 
 
-def game_outcome(result: int, ply: int) -> int:
-    """The shards' outcome (0 win, 1 draw, 2 loss) for the side to move after `ply` stones of
-    a game that ended with `result` (0 draw, else the winner, 1 or 2)."""
-    return 1 if result == 0 else (0 if result == ply % 2 + 1 else 2)
-
-
 def validated_samples(paths):
     """Each sample of the (validated) shards `paths`: ``(g, i, pos, games, j)``: its size
     group, index, position rebuilt from its stored stones, the shard's /games and its
@@ -171,7 +165,7 @@ def test_solver_labels_in_shards_are_the_solvers_answers(tmp_path):
     for g in data.values():
         for gid, ply, out, d in zip(g["game_id"], g["ply"], g["outcome"], g["solved_plies"]):
             r = res[int(gid)]
-            game_out = game_outcome(r, int(ply))
+            game_out = c4fast.outcome_for(r, int(ply))
             differ += d != -1 and game_out != out
     assert differ > 0
 
@@ -233,7 +227,7 @@ def test_rescoring_labels_earlier_samples_from_the_nearest_solved_one(tmp_path):
         later = [int(q) for gg, q in zip(g["game_id"], g["ply"]) if int(gg) == gid and cells - int(q) <= 10]
         if not later:  # the game ended before reaching the solver: its own outcome
             r = int(games["result"][j])
-            assert d == -1 and out == game_outcome(r, ply)
+            assert d == -1 and out == c4fast.outcome_for(r, ply)
             continue
         q = min(later)
         o_q, d_q = ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:q]))
@@ -255,7 +249,7 @@ def test_a_solve_over_its_budget_keeps_the_games_outcome(tmp_path):
     unsolved = (g["solved_plies"] == -1)
     for gid, ply, out in zip(g["game_id"][unsolved], g["ply"][unsolved], g["outcome"][unsolved]):
         r = res[int(gid)]
-        assert out == game_outcome(r, int(ply))
+        assert out == c4fast.outcome_for(r, int(ply))
     # what the budget did settle (immediate wins, forced endings) is exact
     recs = rebuild_positions(g, 6, 7)
     exact = sv.Solver(18)
