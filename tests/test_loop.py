@@ -62,14 +62,22 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     # then needs a newer one, which only a resumed trainer can write. Status lines (and the
     # self-play status they read) every half second: each counts the run's games and samples,
     # the first start's included, not the new self-play process's alone
+    # This start also labels with the solver: the status lines and the summary report its counts.
     fast_status = ["--status-every", "0.5", "--selfplay.status-every", "0.5"]
-    proc2 = subprocess.run(loop_cmd(run, 3) + knob + fast_status, cwd=ROOT, capture_output=True, text=True,
-                           timeout=600, env=env)
+    solver = ["--selfplay.solve-max-empty", "16", "--selfplay.solve-rescore"]
+    proc2 = subprocess.run(loop_cmd(run, 3) + knob + fast_status + solver, cwd=ROOT, capture_output=True,
+                           text=True, timeout=600, env=env)
     assert proc2.returncode == 0, proc2.stdout + proc2.stderr
     status = [(int(m[1]), int(m[2])) for m in re.finditer(r" min  games (\d+)  samples (\d+) ", proc2.stderr)]
     assert status, proc2.stderr
     assert all(g >= games_before and n >= samples_before for g, n in status), (games_before, samples_before, status)
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
+    sp = s2["selfplay"]  # this start's self-play, from its final status
+    assert sp["final"] is True and 0 <= sp["samples"] <= s2["samples"] - samples_before  # none if it ended early
+    assert 0 <= sp["solved_samples"] <= sp["solve_tries"]
+    for m in re.finditer(r"solved (\d+) of (\d+) tried, rescored (\d+)", proc2.stderr):
+        final = (sp["solved_samples"], sp["solve_tries"], sp["rescored_samples"])
+        assert all(int(x) <= f for x, f in zip(m.groups(), final)), (m[0], final)
     assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
     assert int(Path(s2["latest_checkpoint"]).stem.split("_")[1]) > step_before
     assert f"resumed at step {step_before}" in (run / "logs" / "train.log").read_text()

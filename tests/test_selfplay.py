@@ -94,11 +94,16 @@ def test_a_run_with_forks_and_solver_labels_reports_them(tmp_path):
     # reaches 20 empty cells (fill >= 0.52) with probability ~0.6, so 16 games all missing them
     # has odds ~0.4**16 < 1e-6. (8 games and 16 empty cells, fill >= 0.62, missed once in a
     # suite run.) fp32 `fused`, not `auto`, keeps the forward itself fixed.
+    status = tmp_path / "status.json"
     proc = run_selfplay(tmp_path, "--max-games", "16", "--sizes", "6x7", "--workers", "1", "--no-forbidden-cell",
                         "--fork-probability", "1", "--fork-max-fill", "0.8", "--solve-max-empty", "20",
-                        "--forward", "fused")
+                        "--solve-rescore", "--forward", "fused", "--status-file", str(status))
     assert proc.returncode == 0, proc.stderr
     summ = summary_of(proc)
+    last = json.loads(status.read_text())  # the status file's last write holds the final counts
+    assert last["final"] is True and last["games"] == summ["games_played"]
+    assert [last[k] for k in ("solved_samples", "solve_tries", "rescored_samples")] == \
+        [summ[k] for k in ("solved_samples", "solve_tries", "rescored_samples")]
     assert summ["forked_games"] == summ["games_played"] >= 16
     assert 0 < summ["solved_samples"] <= summ["solve_tries"] and summ["solve_nodes"] >= 0
     assert sum(summ["fill_hist"]) == summ["games_played"] and 0 < summ["mean_fill"] <= 1
@@ -106,7 +111,8 @@ def test_a_run_with_forks_and_solver_labels_reports_them(tmp_path):
     for p in list_shards([tmp_path]):
         validate_shard(p)
         solved += int((read_shard(p)[(6, 7)]["solved_plies"] >= 0).sum())
-    assert solved == summ["solved_samples"]  # every game played was written (one worker, flushed)
+    # every game played was written (one worker, flushed); rescored samples carry a distance too
+    assert solved == summ["solved_samples"] + summ["rescored_samples"]
 
 
 @pytest.mark.parametrize("prob,weight,extra", [("0", 0.0, ()), ("1", 1.0, ()),

@@ -330,7 +330,7 @@ class LocalPlacement:
         return {"games": games + sp.get("games", 0), "samples": samples + sp.get("samples", 0),
                 "samples_per_s": sp.get("samples_per_s", 0), "evals_per_s": sp.get("evals_per_s", 0),
                 "train_step": tr.get("step", 0), "train_samples_per_s": tr.get("samples_per_s", 0),
-                "cores": self.cpu_split(sp), "note": f"forward {sp['forward']}" if sp.get("forward") else ""}
+                "cores": self.cpu_split(sp), "note": _selfplay_note(sp)}
 
     def cpu_split(self, sp: dict) -> dict[str, float]:
         """Cores in use per role since the previous call (CPU seconds / wall seconds, from
@@ -351,7 +351,26 @@ class LocalPlacement:
         return {role: max(0.0, (total[role] - last[1].get(role, 0.0)) / dt) for role in total}
 
     def summary(self) -> dict:
-        return {"core_split": self.plan} if self.plan else {}
+        """The measured core split, and this start's self-play counts from its last status
+        (the solver's labels among them; ``samples`` above counts the whole run)."""
+        out = {"core_split": self.plan} if self.plan else {}
+        sp = read_json(os.path.join(self.run.logs, "selfplay_status.json")) if self.run else {}
+        if sp:
+            out["selfplay"] = {k: sp[k] for k in _SELFPLAY_SUMMARY if k in sp}
+        return out
+
+
+_SELFPLAY_SUMMARY = ("seconds", "games", "samples", "samples_per_s", "evals_per_s", "solved_samples",
+                     "solve_tries", "rescored_samples", "worker_restarts", "forward", "final")
+
+
+def _selfplay_note(sp: dict) -> str:
+    """The status line's self-play tail: the forward in use and, with the solver on, its labels."""
+    parts = [f"forward {sp['forward']}"] if sp.get("forward") else []
+    if sp.get("solve_tries"):
+        parts.append(f"solved {sp.get('solved_samples', 0)} of {sp['solve_tries']} tried, "
+                     f"rescored {sp.get('rescored_samples', 0)}")
+    return "  ".join(parts)
 
 
 def build_parser() -> argparse.ArgumentParser:

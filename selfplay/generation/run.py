@@ -110,6 +110,20 @@ def _fmt_status(elapsed, totals, srv, version) -> str:
             f"mean length {mean_len:.1f}  server batch {fill:.0f}  model v{version}")
 
 
+def _status(elapsed: float, totals: dict, evals: int, version: int, forward, sup, server_procs,
+            final: bool = False) -> dict:
+    """The status file's JSON: progress so far (counts since this run started, rates per
+    second of wall time), the solver's labels, and the processes (for the loop's core split).
+    ``final`` marks the run's last write, made after its workers stopped."""
+    el = max(elapsed, 1e-9)
+    return {"seconds": round(elapsed, 1), "games": totals["games"], "samples": totals["samples"],
+            "samples_per_s": round(totals["samples"] / el, 2), "evals_per_s": round(evals / el, 1),
+            "model_version": version, "worker_restarts": sup.restarts,
+            "solved_samples": totals["solved"], "solve_tries": totals["solve_tries"],
+            "rescored_samples": totals["rescored"], "forward": forward, "final": final,
+            "worker_pids": sup.pids, "server_pids": [p.pid for p in server_procs]}
+
+
 def default_workers(gpus: int) -> int:
     """Worker processes: 2 on the CPU; with GPUs every usable core (CPU affinity, not
     os.cpu_count) but one per GPU server."""
@@ -419,14 +433,8 @@ def run(cfg: RunConfig) -> dict:
                 counts = servers.counts()
                 log.info(_fmt_status(now - t0, tot, counts[:2], servers.version()))
                 if cfg.status_file:
-                    el = max(now - t0, 1e-9)
-                    atomic_write_json(cfg.status_file, {
-                        "seconds": round(el, 1), "games": tot["games"], "samples": tot["samples"],
-                        "samples_per_s": round(tot["samples"] / el, 2), "evals_per_s": round(counts[1] / el, 1),
-                        "model_version": servers.version(), "worker_restarts": sup.restarts,
-                        "solved_samples": tot["solved"],
-                        "forward": servers.forward(),
-                        "worker_pids": sup.pids, "server_pids": [p.pid for p in server_procs]})
+                    atomic_write_json(cfg.status_file, _status(now - t0, tot, counts[1], servers.version(),
+                                                               servers.forward(), sup, server_procs))
                 next_status = now + cfg.status_every
             if stop.is_set() and not sup.alive():
                 break
@@ -442,10 +450,17 @@ def run(cfg: RunConfig) -> dict:
             counts = servers.counts()
             batch_hist = servers.batch_hist()
             forward = servers.forward()
+            version = servers.version()
             servers.shutdown()
             lock.release()
     elapsed = time.monotonic() - t0
     tot = sup.totals()
+    if cfg.status_file:  # the last status holds the final counts
+        try:
+            atomic_write_json(cfg.status_file, _status(elapsed, tot, counts[1], version, forward, sup,
+                                                       server_procs, final=True))
+        except OSError as e:  # the summary below still reports everything
+            log.warning("could not write the final status to %s: %s", cfg.status_file, e)
     try:
         all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
                             if f.startswith(prefix) and f"_{node_tag}_i{run_id}_" in f and f.endswith(".h5"))
