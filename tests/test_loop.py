@@ -72,6 +72,8 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     assert status, proc2.stderr
     assert all(g >= games_before and n >= samples_before for g, n in status), (games_before, samples_before, status)
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
+    sp_conf = json.loads((run / "config" / "selfplay.json").read_text())["selfplay"]
+    assert sp_conf["solve_max_empty"] == 16 and sp_conf["solve_rescore"] is True
     sp = s2["selfplay"]  # this start's self-play, from its final status
     assert sp["final"] is True and 0 <= sp["samples"] <= s2["samples"] - samples_before  # none if it ended early
     assert 0 <= sp["solved_samples"] <= sp["solve_tries"]
@@ -108,6 +110,15 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
             out, err = p.communicate(timeout=180)
         assert p.returncode == 0, out + err
     assert trained_versions() > 0, "self-play never played with a trained checkpoint"
+
+
+def test_the_status_line_shows_the_solver_counts_only_when_it_labels():
+    from selfplay.generation.loop import _selfplay_note
+
+    assert _selfplay_note({"forward": "x", "solve_tries": 5, "solved_samples": 3, "rescored_samples": 2}) == \
+        "forward x  solved 3 of 5 tried, rescored 2"
+    assert _selfplay_note({"forward": "x", "solve_tries": 0, "solved_samples": 0}) == "forward x"
+    assert _selfplay_note({}) == ""
 
 
 def test_ctrl_c_stops_everything_cleanly(tmp_path):

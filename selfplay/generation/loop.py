@@ -356,7 +356,7 @@ class LocalPlacement:
         out = {"core_split": self.plan} if self.plan else {}
         sp = read_json(os.path.join(self.run.logs, "selfplay_status.json")) if self.run else {}
         if sp:
-            out["selfplay"] = {k: sp[k] for k in _SELFPLAY_SUMMARY if k in sp}
+            out["selfplay"] = {"final": False, **{k: sp[k] for k in _SELFPLAY_SUMMARY if k in sp}}
         return out
 
 
