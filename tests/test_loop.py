@@ -74,9 +74,12 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
     s2 = json.loads(proc2.stdout.strip().splitlines()[-1])
     sp_conf = json.loads((run / "config" / "selfplay.json").read_text())["selfplay"]
     assert sp_conf["solve_max_empty"] == 16 and sp_conf["solve_rescore"] is True
-    sp = s2["selfplay"]  # this start's self-play, from its final status
-    assert sp["final"] is True and 0 <= sp["samples"] <= s2["samples"] - samples_before  # none if it ended early
-    assert 0 <= sp["solved_samples"] <= sp["solve_tries"]
+    # this start's self-play from its final status; none when the evaluations ended the start
+    # before self-play had started (its status lines then show no solver counts either)
+    sp = s2.get("selfplay")
+    if sp is not None:
+        assert sp["final"] is True and 0 <= sp["samples"] <= s2["samples"] - samples_before
+        assert 0 <= sp["solved_samples"] <= sp["solve_tries"]
     for m in re.finditer(r"solved (\d+) of (\d+) tried, rescored (\d+)", proc2.stderr):
         final = (sp["solved_samples"], sp["solve_tries"], sp["rescored_samples"])
         assert all(int(x) <= f for x, f in zip(m.groups(), final)), (m[0], final)
