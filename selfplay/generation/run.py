@@ -452,17 +452,17 @@ def run(cfg: RunConfig) -> dict:
             forward = servers.forward()
             version = servers.version()
             servers.shutdown()
+            elapsed = time.monotonic() - t0
+            tot = sup.totals()
             try:  # the last status holds the final counts, written before the lock goes: a later
                 # run on this directory (it needs the lock) never reads this run's status as its own
                 if cfg.status_file:
-                    atomic_write_json(cfg.status_file, _status(time.monotonic() - t0, sup.totals(), counts[1],
-                                                               version, forward, sup, server_procs, final=True))
+                    atomic_write_json(cfg.status_file, _status(elapsed, tot, counts[1], version, forward, sup,
+                                                               server_procs, final=True))
             except OSError as e:  # the summary below still reports everything
                 log.warning("could not write the final status to %s: %s", cfg.status_file, e)
             finally:
                 lock.release()
-    elapsed = time.monotonic() - t0
-    tot = sup.totals()
     try:
         all_shards = sorted(os.path.join(cfg.out, f) for f in os.listdir(cfg.out)
                             if f.startswith(prefix) and f"_{node_tag}_i{run_id}_" in f and f.endswith(".h5"))
