@@ -81,6 +81,7 @@ def test_dummy_loop_runs_end_to_end_and_resumes(tmp_path):
         assert sp["final"] is True and 0 <= sp["samples"] <= s2["samples"] - samples_before
         assert 0 <= sp["solved_samples"] <= sp["solve_tries"]
     for m in re.finditer(r"solved (\d+) of (\d+) tried, rescored (\d+)", proc2.stderr):
+        assert sp is not None, f"a status line shows solver counts ({m[0]!r}) but the summary has no selfplay"
         final = (sp["solved_samples"], sp["solve_tries"], sp["rescored_samples"])
         assert all(int(x) <= f for x, f in zip(m.groups(), final)), (m[0], final)
     assert s2["elapsed_s"] > first_elapsed and s2["evaluated"] == 3
