@@ -124,7 +124,8 @@ def test_every_node_incarnation_worker_and_restart_has_its_own_seed_and_game_ids
 def cluster_cmd(run_dir, minutes):
     return [sys.executable, "-m", "selfplay.cluster", "--address", "local", "--selfplay-nodes", "2",
             "--preset", "dummy", "--dir", str(run_dir), "--minutes", str(minutes), "--sizes", "6x7",
-            "--status-every", "5", "--grace", "60", "--max-restarts", "3"]
+            "--status-every", "5", "--grace", "60", "--max-restarts", "3",
+            "--selfplay.solve-max-empty", "12", "--selfplay.solve-rescore"]
 
 
 def shard_node(path) -> tuple[str, int]:
@@ -173,7 +174,9 @@ def faulty_run(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
-    return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": stderr, "shm_before": shm_before}
+    logs = sorted((run / "nodes").glob("*/logs/selfplay_i*.log"))  # this run's (later tests add more)
+    return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": stderr, "shm_before": shm_before,
+            "selfplay_logs": logs}
 
 
 @pytest.mark.slow
@@ -211,6 +214,16 @@ def test_local_cluster_survives_a_killed_selfplay_actor_and_a_trainer_crash(faul
         game_ids += ids
         games_in_shards[shard_node(p)] = games_in_shards.get(shard_node(p), 0) + len(ids)
     assert len(set(game_ids)) == len(game_ids)
+
+    # the self-play counts add up the summary line of every self-play command of the run: n0's two
+    # or more (the killed actor's guard stopped its command cleanly) and n1's
+    ended = [json.loads(lines[-1]) for log in faulty_run["selfplay_logs"]
+             if (lines := [ln for ln in log.read_text().splitlines() if ln.startswith("{")])]
+    sp = summary["selfplay"]
+    assert sp["commands"] == len(ended) >= 3 and sp["unreported_nodes"] == [], (sp, len(ended))
+    for key in ("games", "samples", "games_played", "solved_samples", "solve_tries", "rescored_samples"):
+        assert sp[key] == sum(e[key] for e in ended), (key, sp)
+    assert 0 < sp["games"] <= sp["games_played"] and 0 <= sp["solved_samples"] <= sp["solve_tries"], sp
 
     # the killed worker was restarted with a new identity (fresh seed, new game ids)
     assert summary["restarts"]["selfplay_workers"] >= 1, summary

@@ -115,6 +115,22 @@ def test_a_run_with_forks_and_solver_labels_reports_them(tmp_path):
     assert solved == summ["solved_samples"] + summ["rescored_samples"]
 
 
+def test_an_unwritable_status_file_is_warned_about_and_loses_nothing(tmp_path):
+    """A status path that cannot be written (here a directory) costs the status, not the run:
+    a warning, every game in a valid shard, the summary, no temporary left behind."""
+    out, status = tmp_path / "out", tmp_path / "status"
+    status.mkdir()
+    proc = run_selfplay(out, "--max-games", "4", "--sizes", "6x7", "--workers", "1", "--status-every", "0.2",
+                        "--status-file", str(status))
+    assert proc.returncode == 0, proc.stderr
+    assert f"could not write the final status to {status}" in proc.stderr
+    assert proc.stderr.count("could not write the status to") <= 1  # periodic writes (if any ran): once
+    summ = summary_of(proc)
+    assert summ["games"] == summ["games_played"] >= 4
+    assert sum(len(read_shard(p)["games"]["game_id"]) for p in list_shards([out])) == summ["games"]
+    assert status.is_dir() and not list(status.iterdir()) and not list(tmp_path.glob("*.tmp"))
+
+
 @pytest.mark.parametrize("prob,weight,extra", [("0", 0.0, ()), ("1", 1.0, ()),
                                                ("0", 1.0, ("--root-search", "gumbel"))])
 def test_fast_searches_carry_zero_policy_weight(tmp_path, prob, weight, extra):

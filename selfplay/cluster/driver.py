@@ -33,7 +33,10 @@ store) with ``--selfplay-nodes`` raylets, each node's disk emulated by DIR/nodes
 
 Ctrl-C stops cleanly; the same command resumes until ``--minutes`` of run time in
 total. Prints a JSON summary: shards, samples, steps and latest checkpoint of DIR (all
-runs so far), and this run's uploads, restarts and shards left in spools. Exit codes:
+runs so far), and this run's uploads, restarts, shards left in spools and self-play counts
+(games and samples written, games played, the exact solver's labels; summed over this
+run's self-play commands that printed their summary: one killed with SIGKILL has none,
+and nodes whose stop failed are listed as unreported). Exit codes:
 0 done, 1 failure, 2 bad arguments.
 """
 
@@ -208,6 +211,7 @@ class RayPlacement:
         self.node_model: dict = {}
         self.status_refs: dict = {}  # ref -> tag ("trainer" for the trainer)
         self.statuses: dict = {}
+        self.unstopped: list = []  # nodes whose stop failed: their last commands' counts are missing
         self.last_ok: dict = {}
         self.last_health = 0.0
         self._rate: tuple[float, int] | None = None  # (monotonic time, samples) of the last status
@@ -447,6 +451,7 @@ class RayPlacement:
                 self.statuses[tag] = ray.get(ref, timeout=self.cfg.grace + 30)
             except (RayError, GetTimeoutError) as e:
                 log.warning("stopping self-play on %s failed: %s", tag, _short(e))
+                self.unstopped.append(tag)
         if not self.cfg.shared_fs:
             self.last_list = {t: 0.0 for t in self.nodes}
             self.spooled = {t: 1 for t in self.nodes}  # unknown until listed
@@ -479,9 +484,17 @@ class RayPlacement:
             "trainer_actor": tr.get("actor_restarts", 0),
             "trainer_processes": tr.get("process_restarts", 0),
         }
+        ended = [x for s in sp for x in s["summaries"]]  # one per self-play command that printed its summary
+        selfplay = {"commands": len(ended), **{k: sum(x.get(k, 0) for x in ended) for k in _SELFPLAY_COUNTS},
+                    "unreported_nodes": sorted(self.unstopped)}
         return {"address": self.cfg.address, "nodes": sorted(self.nodes), "shards": len(shards),
                 "shards_per_node": per_node, "restarts": restarts, "uploads": dict(self.uploads),
-                "left_in_spools": {t: n for t, n in self.spooled.items() if n}}
+                "left_in_spools": {t: n for t, n in self.spooled.items() if n}, "selfplay": selfplay}
+
+
+# counts of a selfplay.generation.run summary that add up over nodes and incarnations: games and
+# samples written to shards, games played, and the solver's labels (over the games played)
+_SELFPLAY_COUNTS = ("games", "samples", "games_played", "solved_samples", "solve_tries", "rescored_samples")
 
 
 def _ready(refs: dict) -> list:

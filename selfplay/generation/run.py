@@ -411,6 +411,7 @@ def run(cfg: RunConfig) -> dict:
     sup.start()
     t0 = time.monotonic()
     next_status = t0 + cfg.status_every
+    status_failed = False
     failure = None
     try:
         while True:
@@ -433,8 +434,15 @@ def run(cfg: RunConfig) -> dict:
                 counts = servers.counts()
                 log.info(_fmt_status(now - t0, tot, counts[:2], servers.version()))
                 if cfg.status_file:
-                    atomic_write_json(cfg.status_file, _status(now - t0, tot, counts[1], servers.version(),
-                                                               servers.forward(), sup, server_procs))
+                    try:
+                        atomic_write_json(cfg.status_file, _status(now - t0, tot, counts[1], servers.version(),
+                                                                   servers.forward(), sup, server_procs))
+                        status_failed = False
+                    except OSError as e:  # self-play goes on; warned once per failing stretch
+                        if not status_failed:
+                            log.warning("could not write the status to %s: %s (self-play goes on)",
+                                        cfg.status_file, e)
+                        status_failed = True
                 next_status = now + cfg.status_every
             if stop.is_set() and not sup.alive():
                 break
