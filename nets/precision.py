@@ -10,7 +10,9 @@ of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
 fails its self-check against the eager fp32 forward, probes each with one call, and times
 those within 1.5x of the best probe on the run's largest and smallest board sizes at the
 server's batch and at a quarter of it (a server's forwards range between them), alternating
-engines, within a bounded time; it picks the fastest. The choice is cached per machine, net
+engines; it picks the fastest. The budget (5 s by default) bounds all of it in wall time:
+engines not started by 60 % of it are skipped, finalists whose timing would not fit are
+left out (slowest first), and rounds stop when the next would overrun. The choice is cached per machine, net
 architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
 ``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
 holds only the choice and its table, never weights (and the loop's measured role costs,
@@ -261,31 +263,83 @@ def _write_cache(key: str, choice: ForwardChoice) -> None:
 
 def time_engines(engines: dict, inputs, deadline: float, clock=time.perf_counter) -> dict:
     """Positions per second of each engine of `engines` (kind -> callable on a planes batch)
-    over `inputs`, timed in rounds (each round one input, every engine in turn) until `clock`
-    passes `deadline`, every input at least once (a lone engine: once each). Each timed call
-    comes right after an untimed call of the same engine on the same input (also the warm-up
-    of a new shape): it follows its own engine, as in a server, never another engine whose
-    threads may still spin after it returned (OpenMP's spin-wait)."""
+    over `inputs`, timed in rounds (each round one input, every engine in turn): a first pass
+    over every input, then further rounds while the next one (as long as that input's last
+    round took) ends before `clock` reaches `deadline` (a lone engine: the first pass only).
+    Each timed call comes right after an untimed call of the same engine on the same input
+    (also the warm-up of a new shape): it follows its own engine, as in a server, never
+    another engine whose threads may still spin after it returned (OpenMP's spin-wait)."""
     counts = {k: [0, 0.0] for k in engines}  # positions, seconds
+    took = [0.0] * len(inputs)  # each input's last round, seconds by `clock`
     done = 0
-    while done < len(inputs) or (len(engines) > 1 and clock() < deadline):
+    while done < len(inputs) or (len(engines) > 1 and clock() + took[done % len(inputs)] <= deadline):
         x = inputs[done % len(inputs)]
+        t0 = clock()
         for kind, engine in engines.items():
             engine(x)
             t1 = clock()
             engine(x)
             counts[kind][0] += len(x)
             counts[kind][1] += clock() - t1
+        took[done % len(inputs)] = clock() - t0
         done += 1
     return {k: round(n / max(seconds, 1e-12), 1) for k, (n, seconds) in counts.items()}
+
+
+#: The share of ``auto``'s budget that starting and self-checking engines may use before the
+#: remaining candidates are skipped (the rest is left for timing the finalists).
+START_SHARE = 0.6
+
+
+def _start_order(candidates, info) -> list:
+    """`candidates` in the order ``auto`` starts them: the engines of the CPU's widest native
+    precision first (bf16, then int8, then fp32; the order of `candidates` within one), so
+    that a start-up cut short by the budget skips the likely slower engines."""
+    rank = {"bf16": 0, "int8": 1, "fp32": 2}
+    return sorted(candidates, key=lambda k: (rank[PRECISION_OF[k]] if info.has(PRECISION_OF[k]) else 3,
+                                             candidates.index(k)))
+
+
+def plan_timing(finalists, pass_costs: dict, left: float) -> tuple[list, int]:
+    """The finalists to time and on how many inputs, so that their first pass fits in `left`
+    seconds: `finalists` fastest first, `pass_costs` {kind: estimated seconds per input}.
+    Keeps the longest prefix of `finalists` whose passes over every input add up to at most
+    `left` (the first always); a lone one is timed on the longest prefix of the inputs that
+    fits (at least one). Returns (kept finalists, number of inputs)."""
+    kept = list(finalists[:1])
+    for kind in finalists[1:]:
+        if sum(sum(pass_costs[k]) for k in kept) + sum(pass_costs[kind]) > left:
+            break
+        kept.append(kind)
+    per_input = pass_costs[kept[0]]
+    if len(kept) > 1:
+        return kept, len(per_input)
+    n, used = 1, per_input[0]
+    while n < len(per_input) and used + per_input[n] <= left:
+        used, n = used + per_input[n], n + 1
+    return kept, n
+
+
+def _pass_cost(probe_s: float, probe, inputs) -> list:
+    """Estimated seconds of one engine's two calls (untimed + timed) on each of `inputs`,
+    from one timed call on `probe`: proportional to positions x board cells, with half a call
+    more for the untimed call's preparing a new shape (measured: the plain estimate ran up to
+    0.16 s past a 5 s budget)."""
+    unit = probe_s / (len(probe) * probe.shape[2] * probe.shape[3])
+    return [2.5 * unit * len(x) * x.shape[2] * x.shape[3] for x in inputs]
 
 
 def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDIDATES,
                    budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
     """The fastest CPU engine for `model` on `sizes` at up to `batch` positions per forward
     (timed at `batch` and at a quarter of it), among `candidates` this CPU supports that pass
-    their self-check (see the module docstring); about `budget_s` seconds in all (engine
-    start-up included; each finalist times every input at least once)."""
+    their self-check (see the module docstring), within `budget_s` seconds of wall time in all:
+    engines are started (fastest precision first) while :data:`START_SHARE` of the budget is
+    left, and at least until one passes; finalists whose first pass over the inputs (estimated
+    from their probe) does not fit in what is left are dropped, slowest first (the best stays,
+    timed on as many inputs as fit, at least one); then rounds go on while the next one fits.
+    A choice with skipped or cut engines is not cached. Over budget only when the first engine
+    that passes alone takes longer."""
     import torch
 
     from nets.backends import BackendUnavailable, CpuBackend, tolerance_of
@@ -324,17 +378,22 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
                 references[key] = (pol, torch_wdl_outputs(val, x.shape[2] * x.shape[3]))
         return references[key]
 
-    # 1. start and self-check every candidate, and probe it with one call of the quarter
-    #    batch on the largest size (after one untimed call); 2. time the ones within 1.5x of
-    #    the best probe on every input, alternating engines, each timed call right after an
-    #    untimed one of the same engine on the same input, until the budget is spent (each
-    #    input at least once)
+    # 1. start and self-check the candidates (fastest precision first) while START_SHARE of
+    #    the budget is left, and probe each with one call of the quarter batch on the largest
+    #    size (after one untimed call); 2. time the ones within 1.5x of the best probe whose
+    #    first pass fits in the rest (plan_timing), alternating engines, each timed call right
+    #    after an untimed one of the same engine on the same input, while the next round fits
     deadline = t_start + budget_s
-    engines, probe = {}, inputs[0]  # the largest size at the smaller batch
-    for kind in candidates:
+    engines, probe_s, probe = {}, {}, inputs[0]  # the largest size at the smaller batch
+    complete = True  # every candidate started and timed on every input: the choice may be cached
+    for kind in _start_order(candidates, info):
         precision = PRECISION_OF[kind]
         if not info.has(precision):
             table[kind] = f"no {precision} instructions"
+            continue
+        if engines and time.perf_counter() - t_start > START_SHARE * budget_s:
+            table[kind] = f"skipped: starting engines used {START_SHARE:.0%} of the {budget_s:g} s budget"
+            complete = False
             continue
         try:
             be = CpuBackend(model, kind, threads=threads)
@@ -348,19 +407,27 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
             table[kind] = f"refused: {str(e)[:160]}"
             continue
         engines[kind] = be
-        table[kind] = round(len(probe) / (time.perf_counter() - t1), 1)
+        probe_s[kind] = time.perf_counter() - t1
+        table[kind] = round(len(probe) / probe_s[kind], 1)
     if not engines:
         raise RuntimeError(f"no CPU forward engine passed its self-check: {table}")
     probed = {k: table[k] for k in engines}
-    finalists = [k for k in engines if probed[k] * 1.5 >= max(probed.values())]
+    finalists = sorted((k for k in engines if probed[k] * 1.5 >= max(probed.values())), key=lambda k: -probed[k])
     for kind in set(probed) - set(finalists):
         table[kind] = f"probe {probed[kind]} evals/s: below 1/1.5 of the best"
-    if finalists:  # a lone finalist too: its figure (the loop's core split reads it) spans every input
-        table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
+    # every finalist's first pass over the inputs must fit in what is left of the budget
+    timed_kinds, n_inputs = plan_timing(finalists, {k: _pass_cost(probe_s[k], probe, inputs) for k in finalists},
+                                        deadline - time.perf_counter())
+    for kind in set(finalists) - set(timed_kinds):
+        table[kind] = f"probe {probed[kind]} evals/s: no time left to time it"
+    complete = complete and len(timed_kinds) == len(finalists) and n_inputs == len(inputs)
+    finalists, inputs = timed_kinds, inputs[:n_inputs]
+    # a lone finalist too: its figure (the loop's core split reads it) spans the inputs timed
+    table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
     speeds = {k: table[k] for k in finalists}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
     choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False)
-    if use_cache:
+    if use_cache and complete:
         _write_cache(key, choice)
     return choice
 

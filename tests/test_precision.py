@@ -101,10 +101,15 @@ def test_auto_picks_the_fastest_engine_that_passes_and_caches_it(small_net, tmp_
     for kind, v in choice.table.items():
         if precision.PRECISION_OF[kind] not in HERE.precisions:
             assert v == f"no {precision.PRECISION_OF[kind]} instructions"
-        else:  # timed, or probed and left out as too slow (or refused: no runtime here)
-            assert isinstance(v, float) or v.startswith(("probe ", "refused: ")), v
+        else:  # timed, or probed and left out as too slow (or refused: no runtime here), or
+            # skipped or left untimed for lack of budget on a slow or busy machine
+            assert isinstance(v, float) or v.startswith(("probe ", "refused: ", "skipped: ")), v
     again = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=1.0)
-    assert again.cached and again.kind == choice.kind and again.table == choice.table
+    incomplete = any(isinstance(v, str) and v.startswith("skipped: ") or "no time left" in str(v)
+                     for v in choice.table.values())
+    assert again.cached != incomplete  # a choice cut short by the budget is not cached
+    if again.cached:
+        assert again.kind == choice.kind and again.table == choice.table
     other = choose_forward(small_net, [(9, 9), (12, 12)], batch=64, threads=1, budget_s=1.0)
     assert not other.cached  # another batch: another key
 
@@ -115,7 +120,8 @@ def test_auto_times_no_engine_right_after_another_engine(k, n_inputs, budget, co
     """A model of a predecessor's spinning threads: on a clock of ticks, a call of engine i
     costs cost[i] ticks after a call of the same engine on the same input and 1,000 more
     otherwise. The timed figures carry none of the 1,000s, every input is timed, and with
-    several engines the rounds go on until the deadline."""
+    several engines the rounds go on while the next one fits before the deadline, and no
+    round after the first pass ends past it."""
     now, last = [0], [None]
 
     def engine(i):
@@ -143,7 +149,54 @@ def test_auto_times_no_engine_right_after_another_engine(k, n_inputs, budget, co
         assert min(n) >= 1 and all(c % 2 == 0 for (j, _), c in calls.items() if j == i)
         positions = sum(m * len(x) for m, x in zip(n, inputs))
         assert speeds[f"e{i}"] == round(positions / (sum(n) * cost[i]), 1)
-    assert k == 1 or now[0] >= budget  # several engines: timed until the deadline
+    rounds = sum(calls[0, id(x)] // 2 for x in inputs)
+    if k == 1:
+        assert rounds == n_inputs  # a lone engine: the first pass only
+    else:  # every round costs the same ticks here: 1,000 + 2 cost[i] per engine
+        round_ticks = sum(1000 + 2 * c for c in cost[:k])
+        assert now[0] == rounds * round_ticks
+        assert rounds == n_inputs or now[0] <= budget  # past the first pass: nothing ends late
+        assert now[0] + round_ticks > budget  # it stopped only when the next round would not fit
+
+
+@given(speeds=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=5),
+       n_inputs=st.integers(1, 4), left=st.floats(-1.0, 20.0))
+def test_auto_times_the_finalists_whose_first_pass_fits_in_the_budget_left(speeds, n_inputs, left):
+    """plan_timing against a brute force: the longest prefix of the finalists (fastest
+    first) whose passes add up to at most `left`, at least the first; a lone one on the
+    longest prefix of the inputs that fits, at least one."""
+    kinds = [f"e{i}" for i in range(len(speeds))]
+    costs = {k: [s * (j + 1) for j in range(n_inputs)] for k, s in zip(kinds, speeds)}
+    kept, n = precision.plan_timing(kinds, costs, left)
+    fits = [m for m in range(1, len(kinds) + 1) if sum(sum(costs[k]) for k in kinds[:m]) <= left]
+    assert kept == kinds[:max([1] + fits)]
+    if len(kept) > 1:
+        assert n == n_inputs
+    else:
+        fit = [m for m in range(1, n_inputs + 1) if sum(costs[kept[0]][:m]) <= left]
+        assert n == max([1] + fit)
+
+
+def test_auto_starts_the_widest_native_precision_first():
+    avx2 = CpuInfo("AVX2 CPU", frozenset({"avx2"}))
+    amx = CpuInfo("AMX CPU", frozenset({"avx2", "avx512f", "amx_bf16", "amx_int8", "avx512_vnni"}))
+    assert precision._start_order(precision.AUTO_CANDIDATES, avx2)[:3] == ["ort", "fused", "ov"]
+    assert precision._start_order(precision.AUTO_CANDIDATES, amx) == ["bf16", "ov_bf16", "ort_int8", "ort",
+                                                                      "fused", "ov"]
+
+
+def test_auto_with_no_budget_times_one_engine_and_caches_nothing(small_net, tmp_path, monkeypatch):
+    """A budget of 0 s: the first engine that passes is started, probed and timed on one
+    input; every other engine the CPU can run is skipped, and the cut-short choice is not
+    cached (the next run measures again)."""
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    first = precision._start_order(precision.AUTO_CANDIDATES, HERE)[0]
+    choice = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=0.0)
+    assert choice.kind == first and isinstance(choice.table[first], float)
+    for kind, v in choice.table.items():
+        if kind != first and precision.PRECISION_OF[kind] in HERE.precisions:
+            assert v.startswith("skipped: starting engines used 60% of the 0 s budget"), (kind, v)
+    assert not (tmp_path / "forward.json").exists()
 
 
 def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, monkeypatch):
