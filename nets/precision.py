@@ -10,9 +10,11 @@ of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
 fails its self-check against the eager fp32 forward, probes each with one call, and times
 those within 1.5x of the best probe on the run's largest and smallest board sizes at the
 server's batch and at a quarter of it (a server's forwards range between them), alternating
-engines; it picks the fastest. The budget (5 s by default) bounds all of it in wall time:
-engines not started by 60 % of it are skipped, finalists whose timing would not fit are
-left out (slowest first), and rounds stop when the next would overrun. The choice is cached per machine, net
+engines; it picks the fastest. The budget (5 s by default) bounds all of it in wall time,
+approximately: engines are started fastest precision first (bf16, int8, fp32) and none
+after 60 % of it has passed (once one passed its self-check), finalists whose timing would
+not fit are left out (slowest first) or a lone one timed on fewer inputs, and rounds stop
+when the next would overrun; a choice so cut short is not cached. The choice is cached per machine, net
 architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
 ``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
 holds only the choice and its table, never weights (and the loop's measured role costs,
@@ -184,13 +186,16 @@ def _write_cache_entry(path: Path, key: str, value: dict) -> None:
 class ForwardChoice:
     """What ``--forward auto`` picked: `kind` (a :mod:`nets.backends` kind), its
     `precision`, `table` ({kind: evals/s, or the reason it was not eligible}), the
-    seconds spent timing and whether the choice came from the cache."""
+    seconds the choice took, whether it came from the cache, and whether it is `complete`
+    (every candidate started and every finalist timed on every input; a choice the budget
+    cut short is neither cached nor worth caching as a measurement)."""
 
     kind: str
     precision: str
     table: dict
     seconds: float
     cached: bool
+    complete: bool = True
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -292,9 +297,9 @@ START_SHARE = 0.6
 
 
 def _start_order(candidates, info) -> list:
-    """`candidates` in the order ``auto`` starts them: the engines of the CPU's widest native
-    precision first (bf16, then int8, then fp32; the order of `candidates` within one), so
-    that a start-up cut short by the budget skips the likely slower engines."""
+    """`candidates` in the order ``auto`` starts them: the engines of the CPU's fastest
+    native precision first (bf16, then int8, then fp32; the order of `candidates` within
+    one), so that a start-up cut short by the budget skips the likely slower engines."""
     rank = {"bf16": 0, "int8": 1, "fp32": 2}
     return sorted(candidates, key=lambda k: (rank[PRECISION_OF[k]] if info.has(PRECISION_OF[k]) else 3,
                                              candidates.index(k)))
@@ -333,13 +338,15 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
                    budget_s: float = 5.0, use_cache: bool = True) -> ForwardChoice:
     """The fastest CPU engine for `model` on `sizes` at up to `batch` positions per forward
     (timed at `batch` and at a quarter of it), among `candidates` this CPU supports that pass
-    their self-check (see the module docstring), within `budget_s` seconds of wall time in all:
-    engines are started (fastest precision first) while :data:`START_SHARE` of the budget is
-    left, and at least until one passes; finalists whose first pass over the inputs (estimated
-    from their probe) does not fit in what is left are dropped, slowest first (the best stays,
-    timed on as many inputs as fit, at least one); then rounds go on while the next one fits.
-    A choice with skipped or cut engines is not cached. Over budget only when the first engine
-    that passes alone takes longer."""
+    their self-check (see the module docstring), within about `budget_s` seconds of wall time
+    in all: engines are started (fastest precision first) until :data:`START_SHARE` of the
+    budget has passed, and at least until one passes; finalists whose first pass over the
+    inputs (estimated from their probe) does not fit in what is left are dropped, slowest
+    first (the best stays, timed on as many inputs as fit, at least one); then rounds go on
+    while the next one fits. A choice so cut short (`complete` False) is not cached. It can
+    still overrun: by the start-up of the last engine begun before the 60 % mark, by engines
+    refused before one passes, by the best finalist's pass over one input, or where a call
+    runs slower than estimated."""
     import torch
 
     from nets.backends import BackendUnavailable, CpuBackend, tolerance_of
@@ -422,11 +429,15 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
         table[kind] = f"probe {probed[kind]} evals/s: no time left to time it"
     complete = complete and len(timed_kinds) == len(finalists) and n_inputs == len(inputs)
     finalists, inputs = timed_kinds, inputs[:n_inputs]
-    # a lone finalist too: its figure (the loop's core split reads it) spans the inputs timed
+    # a lone finalist too: its figure (the loop's core split reads it) spans the inputs timed,
+    # every input unless the budget cut it short
     table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
     speeds = {k: table[k] for k in finalists}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
-    choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False)
+    choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False,
+                           complete)
+    if not complete:
+        log.info("forward auto: the %g s budget cut the choice short (not cached): %s", budget_s, table)
     if use_cache and complete:
         _write_cache(key, choice)
     return choice
