@@ -6,7 +6,7 @@ bf16 convolutions and matmuls on them; elsewhere bf16 is emulated and slower tha
 so it is refused), ``int8`` (VNNI — AVX512-VNNI, AVX-VNNI — or AMX-INT8). Engines (kinds
 of :mod:`nets.backends`) serve one precision each (:data:`PRECISION_OF`).
 
-:func:`choose_forward` starts every candidate engine the CPU supports, drops any that
+:func:`choose_forward` starts the candidate engines the CPU supports, drops any that
 fails its self-check against the eager fp32 forward, probes each with one call, and times
 those within 1.5x of the best probe on the run's largest and smallest board sizes at the
 server's batch and at a quarter of it (a server's forwards range between them), alternating
@@ -14,8 +14,8 @@ engines; it picks the fastest. The budget (5 s by default) bounds all of it in w
 approximately: engines are started fastest precision first (bf16, int8, fp32) and none
 after 60 % of it has passed (once one passed its self-check), finalists whose timing would
 not fit are left out (slowest first) or a lone one timed on fewer inputs, and rounds stop
-when the next would overrun; a choice so cut short is not cached. The choice is cached per machine, net
-architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
+when the next would overrun; a choice so cut short is not cached. A complete choice is
+cached per machine, net architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
 ``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
 holds only the choice and its table, never weights (and the loop's measured role costs,
 :mod:`selfplay.generation.cores`, through :func:`read_cache_entry`/:func:`write_cache_entry`).
@@ -311,9 +311,10 @@ def plan_timing(finalists, pass_costs: dict, left: float) -> tuple[list, int]:
     Keeps the longest prefix of `finalists` whose passes over every input add up to at most
     `left` (the first always); a lone one is timed on the longest prefix of the inputs that
     fits (at least one). Returns (kept finalists, number of inputs)."""
-    kept = list(finalists[:1])
+    kept, total = list(finalists[:1]), sum(pass_costs[finalists[0]])
     for kind in finalists[1:]:
-        if sum(sum(pass_costs[k]) for k in kept) + sum(pass_costs[kind]) > left:
+        total += sum(pass_costs[kind])
+        if total > left:
             break
         kept.append(kind)
     per_input = pass_costs[kept[0]]
@@ -385,8 +386,8 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
                 references[key] = (pol, torch_wdl_outputs(val, x.shape[2] * x.shape[3]))
         return references[key]
 
-    # 1. start and self-check the candidates (fastest precision first) while START_SHARE of
-    #    the budget is left, and probe each with one call of the quarter batch on the largest
+    # 1. start and self-check the candidates (fastest precision first) until START_SHARE of
+    #    the budget has passed, and probe each with one call of the quarter batch on the largest
     #    size (after one untimed call); 2. time the ones within 1.5x of the best probe whose
     #    first pass fits in the rest (plan_timing), alternating engines, each timed call right
     #    after an untimed one of the same engine on the same input, while the next round fits
