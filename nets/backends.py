@@ -33,7 +33,9 @@ backends``). A kind the CPU lacks the instructions for is refused
 Threads: torch kinds use the process's ``torch.set_num_threads``; ONNX Runtime sessions
 get ``threads`` intra-op threads; an OpenVINO model with ``threads`` = n > 1 runs n
 one-thread streams, each a share of a batch of at least 2 x 16 positions (smaller batches
-run on one thread). All unpinned: the self-play workers and the trainer share the cores.
+run on one thread). OpenVINO forwards run padded parts of at most 256 positions
+(:func:`ov_batch_plan`: its kernels are built per input shape). All unpinned: the
+self-play workers and the trainer share the cores.
 An engine serves one caller at a time.
 """
 
@@ -50,8 +52,8 @@ from c4fast.board import RULES
 from c4fast.game import SAIBLO_SIZES
 from nets.selfcheck import TOLERANCES, Tolerance
 
-__all__ = ["BACKENDS", "INT8_TOLERANCE", "BackendUnavailable", "CpuBackend", "calibration_planes",
-           "tolerance_of"]
+__all__ = ["BACKENDS", "INT8_TOLERANCE", "OV_MAX_PART", "OV_PAD", "BackendUnavailable", "CpuBackend",
+           "calibration_planes", "ov_batch_plan", "tolerance_of"]
 
 BACKENDS = ("eager", "fused", "compiled", "numpy", "ort", "ort_int8", "bf16", "ov", "ov_bf16")
 
@@ -94,6 +96,39 @@ _DEFAULT_CALIBRATION: list[np.ndarray] | None = None
 #: An OpenVINO engine with several streams splits a batch only into parts of at least this
 #: many positions (smaller ones run on one stream).
 _OV_MIN_SPLIT = 16
+
+#: OpenVINO's CPU plugin builds its kernels anew for every input shape it has not run
+#: (measured on the AVX2 Zen 3, ``cpu_small``, one thread: 10-20 ms a new shape, a fifth of
+#: a 100-position forward) and keeps the last few hundred shapes (its runtime cache). The
+#: self-play server's batches take every count from 1 to ~600 on 16 board sizes, so an
+#: exact-shape forward rebuilt kernels on most calls for the whole run. OpenVINO forwards
+#: therefore run parts of at most :data:`OV_MAX_PART` positions, each padded with zero
+#: planes to a multiple of :data:`OV_PAD` (counts below it run as they are): at most
+#: ``OV_PAD - 1 + OV_MAX_PART // OV_PAD`` shapes per board size (39).
+OV_PAD = 8
+OV_MAX_PART = 256
+#: Entries of OpenVINO's runtime cache (its default 5,000 held ~400 shapes of ``cpu_small``):
+#: room for the padded shapes of every board size 4..12 that self-play and play meet.
+_OV_CACHE_CAPACITY = 40_000
+
+
+def ov_batch_plan(n: int, streams: int = 1) -> list[tuple[int, int, int]]:
+    """How an OpenVINO engine runs a batch of `n` positions: ``(start, stop, rows)`` parts
+    covering ``0..n`` in order, each of ``stop - start <= OV_MAX_PART`` positions forwarded
+    as ``rows`` (padded: the next multiple of :data:`OV_PAD`, or the count itself below
+    it). Near-equal parts, at least ``min(streams, n // 16)`` of them so that every stream
+    gets a share of a big batch (parts of at least 16)."""
+    if n < 1 or streams < 1:
+        raise ValueError(f"batch of {n} positions on {streams} streams")
+    k = max(-(-n // OV_MAX_PART), min(streams, n // _OV_MIN_SPLIT), 1)
+    base, extra = divmod(n, k)
+    plan, start = [], 0
+    for i in range(k):
+        m = base + (i < extra)
+        rows = m if m < OV_PAD else -(-m // OV_PAD) * OV_PAD
+        plan.append((start, start + m, rows))
+        start += m
+    return plan
 
 
 def calibration_planes(sizes, per_size: int = 64, seed: int = 0) -> list[np.ndarray]:
@@ -235,7 +270,8 @@ class CpuBackend:
         streams = max(1, self.threads)
         props = {"INFERENCE_PRECISION_HINT": "bf16" if self.kind == "ov_bf16" else "f32",
                  "PERFORMANCE_HINT": "LATENCY" if streams == 1 else "THROUGHPUT",
-                 "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False}
+                 "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False,
+                 "CPU_RUNTIME_CACHE_CAPACITY": _OV_CACHE_CAPACITY}
         if self.threads > 0:
             props["INFERENCE_NUM_THREADS"] = self.threads
         compiled = core.compile_model(core.read_model(onnx_bytes), "CPU", props)
@@ -244,22 +280,31 @@ class CpuBackend:
 
         def fn(x: np.ndarray):  # one caller at a time: the requests are shared
             x = np.ascontiguousarray(x, np.float32)
-            k = max(1, min(streams, len(x) // _OV_MIN_SPLIT))
-            if k == 1:
-                out = requests[0].infer({0: x})  # copies the outputs
-                pol, val = out[policy], out[value]
-            else:
+            plan = ov_batch_plan(len(x), streams)
+            pols, vals = [], []
+            for wave in range(0, len(plan), streams):  # one part per stream at a time
+                parts = plan[wave:wave + streams]
                 started = []
                 try:
-                    for r, part in zip(requests, np.array_split(x, k)):
-                        r.start_async({0: part})
+                    for r, (lo, hi, rows) in zip(requests, parts):
+                        part = x[lo:hi]
+                        if rows > hi - lo:  # zero planes up to a shape already built
+                            part = np.concatenate([part, np.zeros((rows - (hi - lo),) + x.shape[1:], np.float32)])
+                        if len(parts) == 1:
+                            r.infer({0: part})
+                        else:
+                            r.start_async({0: part})
                         started.append(r)
                 finally:  # never leave a request running into the next call
-                    for r in started:
-                        r.wait()
-                pol = np.concatenate([r.get_tensor(policy).data for r in requests[:k]])
-                val = np.concatenate([r.get_tensor(value).data for r in requests[:k]])
-            return pol, val
+                    if len(parts) > 1:
+                        for r in started:
+                            r.wait()
+                for r, (lo, hi, _) in zip(requests, parts):  # copies: the tensors are reused
+                    pols.append(r.get_tensor(policy).data[:hi - lo].copy())
+                    vals.append(r.get_tensor(value).data[:hi - lo].copy())
+            if len(pols) == 1:
+                return pols[0], vals[0]
+            return np.concatenate(pols), np.concatenate(vals)
 
         return fn
 

@@ -16,8 +16,11 @@ import torch
 import c4fast
 from c4fast.evaluators import softmax_rows
 from c4fast.runtime import cpu_seconds
-from nets.backends import (BACKENDS, INT8_TOLERANCE, BackendError, BackendUnavailable, CpuBackend,
-                           calibration_planes, tolerance_of)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nets.backends import (BACKENDS, INT8_TOLERANCE, OV_MAX_PART, OV_PAD, BackendError, BackendUnavailable,
+                           CpuBackend, calibration_planes, ov_batch_plan, tolerance_of)
 from nets.checkpoint import load_checkpoint
 from nets.fused import flops_per_eval
 from selfplay.bench.gpucheck import perturbed_model
@@ -82,17 +85,48 @@ def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
 
 @pytest.mark.parametrize("kind", ["ov", "ov_bf16"])
 def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_in_order(kind):
-    """Batches of 2 * 16 positions or more run as two halves on two streams; the halves come
-    back in order (every row is a different position, so a swap would fail)."""
+    """Batches of 2 * 16 positions or more run as two halves on two streams (more than two
+    parts in waves of two); the parts come back in order (every row is a different position,
+    so a swap would fail)."""
     pytest.importorskip("openvino")
     skip_without_instructions(kind)
     model = perturbed_model("cpu_small", 2)
     be = CpuBackend(model, kind, threads=2)
-    for n in (1, 31, 32, 77):
+    for n in (1, 31, 32, 77, 600):  # 600: three padded parts (2 x 200 + 200), two waves
         x = random_planes(n, c4fast.NUM_PLANES, 10, 11, seed=n).astype(np.float32)
         pol, val = be(x)
         assert pol.shape == (n, 110) and val.shape == (n, 3)
         within((pol, val), eager_out(model, x), tolerance_of(kind))
+
+
+@pytest.mark.parametrize("kind", ["ov", "ov_bf16"])
+def test_an_openvino_engine_pads_parts_and_drops_the_padding_rows(kind):
+    """Counts off the padding grid (13 -> 16 rows), at it (8), and past OV_MAX_PART (257 -> 2
+    parts of 129 and 128, each padded to 136 and 128) answer exactly their own positions."""
+    pytest.importorskip("openvino")
+    skip_without_instructions(kind)
+    model = perturbed_model("cpu_small", 5)
+    be = CpuBackend(model, kind, threads=1)
+    for n in (8, 13, 257):
+        x = random_planes(n, c4fast.NUM_PLANES, 9, 12, seed=n).astype(np.float32)
+        pol, val = be(x)
+        assert pol.shape == (n, 108) and val.shape == (n, 3)
+        within((pol, val), eager_out(model, x), tolerance_of(kind))
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 5000), streams=st.integers(1, 4))
+def test_the_openvino_batch_plan_covers_the_batch_in_few_padded_shapes(n, streams):
+    plan = ov_batch_plan(n, streams)
+    assert [p[0] for p in plan] == [0] + [p[1] for p in plan[:-1]] and plan[-1][1] == n
+    counts = [hi - lo for lo, hi, _ in plan]
+    assert max(counts) - min(counts) <= 1 and max(counts) <= OV_MAX_PART
+    # as few parts as the cap allows, but one per stream for a batch of >= 16 per stream
+    assert len(plan) == max(-(-n // OV_MAX_PART), min(streams, n // 16), 1)
+    for (lo, hi, rows), m in zip(plan, counts):
+        assert rows == (m if m < OV_PAD else OV_PAD * -(-m // OV_PAD))
+    shapes = {rows for k in range(1, 2 * OV_MAX_PART) for _, _, rows in ov_batch_plan(k, streams)}
+    assert len(shapes) <= OV_PAD - 1 + OV_MAX_PART // OV_PAD
 
 
 @pytest.mark.parametrize("kind", ["fused", "numpy", "ort", "ov", "ov_bf16"])
