@@ -117,10 +117,13 @@ def ov_batch_plan(n: int, streams: int = 1) -> list[tuple[int, int, int]]:
     covering ``0..n`` in order, each of ``stop - start <= OV_MAX_PART`` positions forwarded
     as ``rows`` (padded: the next multiple of :data:`OV_PAD`, or the count itself below
     it). Near-equal parts, at least ``min(streams, n // 16)`` of them so that every stream
-    gets a share of a big batch (parts of at least 16)."""
+    gets a share of a big batch (parts of at least 16), and a multiple of `streams` where
+    there are more parts than streams (the parts run in waves of one per stream)."""
     if n < 1 or streams < 1:
         raise ValueError(f"batch of {n} positions on {streams} streams")
     k = max(-(-n // OV_MAX_PART), min(streams, n // _OV_MIN_SPLIT), 1)
+    if k > streams:
+        k = -(-k // streams) * streams
     base, extra = divmod(n, k)
     plan, start = [], 0
     for i in range(k):

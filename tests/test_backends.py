@@ -92,7 +92,7 @@ def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_i
     skip_without_instructions(kind)
     model = perturbed_model("cpu_small", 2)
     be = CpuBackend(model, kind, threads=2)
-    for n in (1, 31, 32, 77, 600):  # 600: three padded parts (2 x 200 + 200), two waves
+    for n in (1, 31, 32, 77, 600):  # 600: four parts of 150 (padded to 152), two waves of two
         x = random_planes(n, c4fast.NUM_PLANES, 10, 11, seed=n).astype(np.float32)
         pol, val = be(x)
         assert pol.shape == (n, 110) and val.shape == (n, 3)
@@ -121,8 +121,10 @@ def test_the_openvino_batch_plan_covers_the_batch_in_few_padded_shapes(n, stream
     assert [p[0] for p in plan] == [0] + [p[1] for p in plan[:-1]] and plan[-1][1] == n
     counts = [hi - lo for lo, hi, _ in plan]
     assert max(counts) - min(counts) <= 1 and max(counts) <= OV_MAX_PART
-    # as few parts as the cap allows, but one per stream for a batch of >= 16 per stream
-    assert len(plan) == max(-(-n // OV_MAX_PART), min(streams, n // 16), 1)
+    # as few parts as the cap allows, but one per stream for a batch of >= 16 per stream,
+    # and full waves (a multiple of the streams) once there are more parts than streams
+    fewest = max(-(-n // OV_MAX_PART), min(streams, n // 16), 1)
+    assert len(plan) == (fewest if fewest <= streams else streams * -(-fewest // streams))
     for (lo, hi, rows), m in zip(plan, counts):
         assert rows == (m if m < OV_PAD else OV_PAD * -(-m // OV_PAD))
     shapes = {rows for k in range(1, 2 * OV_MAX_PART) for _, _, rows in ov_batch_plan(k, streams)}
@@ -357,3 +359,27 @@ def test_keep_heap_mapped_keeps_freed_blocks_mapped_for_the_next_allocation():
     pages = sum((1 + i) << 20 for i in range(8)) // resource.getpagesize()  # 9,216 with 4 KiB pages
     assert faults["off"] > 0.5 * pages, faults  # trimmed and faulted in again on every pass
     assert faults["on"] < 0.01 * pages, faults  # minor page faults per pass
+
+
+def test_the_counts_benchmark_reports_both_passes_and_the_shapes_each_engine_ran():
+    """`selfplay.bench.nets counts`: one JSON line per engine; OpenVINO's distinct shapes are
+    its padded parts (a count n < 8 as it is, else the next multiple of 8), the others' every
+    (size, count) of the fixed sequence (seed 0, counts uniform in 1..2 x batch)."""
+    pytest.importorskip("openvino")
+    batch = 12
+    proc = subprocess.run([sys.executable, "-m", "selfplay.bench.nets", "counts", "--presets", "tiny",
+                           "--backends", "numpy,ov", "--batch", str(batch), "--threads", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(s) for s in proc.stdout.splitlines()]
+    assert lines[0]["bench"] == "env" and "cpu_model" in lines[0]
+    rec = {r["backend"]: r for r in lines if r["bench"] == "counts"}
+    assert set(rec) == {"numpy", "ov"}
+    rng = np.random.default_rng(0)
+    calls = [(hw, int(rng.integers(1, 2 * batch + 1))) for hw in c4fast.SAIBLO_SIZES for _ in range(12)]
+    padded = {(hw, n if n < 8 else 8 * -(-n // 8)) for hw, n in calls}
+    assert rec["numpy"]["distinct_shapes"] == len(set(calls)) > rec["ov"]["distinct_shapes"] == len(padded)
+    for r in rec.values():
+        assert r["calls"] == len(calls) and r["evals"] == sum(n for _, n in calls) and r["counts"] == f"1..{2 * batch}"
+        assert r["first_over_second"] == pytest.approx(r["evals_per_s_first_pass"] / r["evals_per_s_second_pass"],
+                                                       abs=1e-3)

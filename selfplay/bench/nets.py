@@ -12,6 +12,10 @@ Sections (default: all but ``gpu`` on a machine without CUDA), each line has a `
 * ``backends``: every :mod:`nets.backends` engine on the same batches (one size, and the
   16 Saiblo sizes in turn as self-play sends them), speed plus its error against eager
   fp32 on positions of random games (the shipped net's weights where its preset matches);
+* ``counts``: every engine on the batch counts a self-play server meets (1 to 2 x
+  ``--batch``, 12 counts on each of the 16 Saiblo sizes, one fixed sequence): evals/s of a
+  first pass and of the same sequence again, and the distinct input shapes it ran (an
+  OpenVINO engine builds kernels per shape: padded parts, :func:`nets.backends.ov_batch_plan`);
 * ``contention``: a direct forward alone and beside one busy process (a self-play worker's
   share of a 2-core machine), per backend and thread count;
 * ``numpy_startup``: import + load time of the torch-free numpy net in a fresh interpreter;
@@ -50,7 +54,7 @@ from nets.config import PLAY_FORWARDS, PRESETS, get_preset
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = {"cpu_small": str(MODELS_DIR / "c4fast_cpu.pt")}  # preset -> trained weights
-SECTIONS = ("roofline", "model", "backends", "contention", "numpy_startup", "server", "search_share", "play",
+SECTIONS = ("roofline", "model", "backends", "counts", "contention", "numpy_startup", "server", "search_share", "play",
             "gpu")
 
 _peak: dict[int, dict[str, float]] = {}  # threads -> {precision: measured matmul GFLOP/s}
@@ -200,6 +204,42 @@ def bench_backends(presets, kinds, size, batch, seconds, threads) -> None:
                   build_s=round(build_s, 2), **{k: float(f"{v:.3g}") for k, v in acc.items()},
                   board=f"{h}x{w}", flops_per_eval=f_one, **one,
                   saiblo_mix=mix)
+
+
+def bench_counts(presets, kinds, batch, threads, per_size: int = 12, seed: int = 0) -> None:
+    """Each backend on one fixed sequence of (Saiblo size, count) calls, counts uniform in
+    1..2 x `batch`, `per_size` per size: evals/s of the first pass (shapes new to the
+    engine) and of a second (the same shapes again)."""
+    from nets.backends import BackendUnavailable, CpuBackend, ov_batch_plan
+    from nets.precision import PrecisionUnavailable
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(seed)
+    calls = [(hw, int(rng.integers(1, 2 * batch + 1))) for hw in SAIBLO for _ in range(per_size)]
+    pool = {hw: _planes(2 * batch, *hw, seed=i) for i, hw in enumerate(SAIBLO)}
+    evals = sum(n for _, n in calls)
+    for p in presets:
+        model, weights = _model(p)
+        for kind in kinds:
+            if kind == "compiled":  # one compilation per shape: minutes per pass
+                continue
+            try:
+                be = CpuBackend(model, kind, threads=threads)
+            except (BackendUnavailable, PrecisionUnavailable) as e:
+                _emit(bench="counts", preset=p, backend=kind, available=False, note=str(e))
+                continue
+            rates = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                for hw, n in calls:
+                    be(pool[hw][:n])
+                rates.append(round(evals / (time.perf_counter() - t0), 1))
+            shapes = ({(hw, rows) for hw, n in calls for _, _, rows in ov_batch_plan(n, max(1, threads))}
+                      if kind.startswith("ov") else set(calls))
+            _emit(bench="counts", preset=p, backend=kind, weights=weights, threads=threads, calls=len(calls),
+                  counts=f"1..{2 * batch}", evals=evals, distinct_shapes=len(shapes),
+                  evals_per_s_first_pass=rates[0], evals_per_s_second_pass=rates[1],
+                  first_over_second=round(rates[0] / rates[1], 3))
 
 
 def _spin() -> None:
@@ -533,6 +573,8 @@ def main(argv=None) -> int:
         bench_model(args.presets, args.sizes, args.batches, min(args.seconds, 0.5), args.threads)
     if "backends" in sections:
         bench_backends(args.presets, args.backends, (12, 12), args.batch, args.seconds, args.threads)
+    if "counts" in sections:
+        bench_counts(args.presets, args.backends, args.batch, args.threads)
     if "contention" in sections:
         bench_contention(args.presets, [k for k in args.backends if k in ("eager", "fused", "ort", "ort_int8")],
                          args.batch, args.seconds, args.threads)
