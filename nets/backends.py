@@ -52,6 +52,8 @@ from c4fast.board import RULES
 from c4fast.game import SAIBLO_SIZES
 from nets.selfcheck import TOLERANCES, Tolerance
 
+log = logging.getLogger(__name__)
+
 __all__ = ["BACKENDS", "INT8_TOLERANCE", "OV_MAX_PART", "OV_PAD", "BackendUnavailable", "CpuBackend",
            "calibration_planes", "ov_batch_plan", "tolerance_of"]
 
@@ -107,20 +109,25 @@ _OV_MIN_SPLIT = 16
 #: ``OV_PAD - 1 + OV_MAX_PART // OV_PAD`` shapes per board size (39).
 OV_PAD = 8
 OV_MAX_PART = 256
-#: Entries of OpenVINO's runtime cache (its default 5,000 held ~400 shapes of ``cpu_small``):
-#: room for the padded shapes of every board size 4..12 that self-play and play meet.
-_OV_CACHE_CAPACITY = 40_000
+#: Entries of OpenVINO's runtime cache, per stream (its default 5,000 held ~400 shapes of
+#: ``cpu_small``): room for the 16 Saiblo sizes' 624 padded shapes and 6x7's with a margin
+#: (about 1,600 shapes of ``cpu_small``). An internal plugin property: an OpenVINO that
+#: refuses it compiles without it (logged).
+_OV_CACHE_CAPACITY = 20_000
 
 
 def ov_batch_plan(n: int, streams: int = 1) -> list[tuple[int, int, int]]:
     """How an OpenVINO engine runs a batch of `n` positions: ``(start, stop, rows)`` parts
     covering ``0..n`` in order, each of ``stop - start <= OV_MAX_PART`` positions forwarded
     as ``rows`` (padded: the next multiple of :data:`OV_PAD`, or the count itself below
-    it). Near-equal parts, at least ``min(streams, n // 16)`` of them so that every stream
-    gets a share of a big batch (parts of at least 16), and a multiple of `streams` where
-    there are more parts than streams (the parts run in waves of one per stream)."""
-    if n < 1 or streams < 1:
+    it; no parts for ``n = 0``). Near-equal parts, at least ``min(streams, n // 16)`` of
+    them so that every stream gets a share of a big batch (parts of at least 16), and a
+    multiple of `streams` where there are more parts than streams (the parts run in waves
+    of one per stream)."""
+    if n < 0 or streams < 1:
         raise ValueError(f"batch of {n} positions on {streams} streams")
+    if n == 0:
+        return []
     k = max(-(-n // OV_MAX_PART), min(streams, n // _OV_MIN_SPLIT), 1)
     if k > streams:
         k = -(-k // streams) * streams
@@ -185,6 +192,7 @@ class CpuBackend:
         self.calibration = calibration
         self.config = getattr(model, "_orig_mod", model).config
         self._fn = None
+        self._ov_requests: list = []  # an OpenVINO engine's infer requests, one per stream
         self._torch_threads: int | None = None  # torch's count before settle_torch_threads
         self.load(model)
 
@@ -273,17 +281,26 @@ class CpuBackend:
         streams = max(1, self.threads)
         props = {"INFERENCE_PRECISION_HINT": "bf16" if self.kind == "ov_bf16" else "f32",
                  "PERFORMANCE_HINT": "LATENCY" if streams == 1 else "THROUGHPUT",
-                 "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False,
-                 "CPU_RUNTIME_CACHE_CAPACITY": _OV_CACHE_CAPACITY}
+                 "NUM_STREAMS": streams, "ENABLE_CPU_PINNING": False}
         if self.threads > 0:
             props["INFERENCE_NUM_THREADS"] = self.threads
-        compiled = core.compile_model(core.read_model(onnx_bytes), "CPU", props)
+        ov_model = core.read_model(onnx_bytes)
+        try:
+            compiled = core.compile_model(ov_model, "CPU", {**props, "CPU_RUNTIME_CACHE_CAPACITY": _OV_CACHE_CAPACITY})
+        except RuntimeError as e:  # an internal property: a release may drop it
+            log.warning("OpenVINO %s refused CPU_RUNTIME_CACHE_CAPACITY (%s): compiling with its default cache",
+                        ov.__version__, " ".join(str(e).split())[:300] or type(e).__name__)
+            compiled = core.compile_model(ov_model, "CPU", props)
         requests = [compiled.create_infer_request() for _ in range(streams)]
+        self._ov_requests = requests  # the tests read the shapes they ran
         policy, value = compiled.output("policy"), compiled.output("value")
+        nv = self.config.value_outputs
 
         def fn(x: np.ndarray):  # one caller at a time: the requests are shared
             x = np.ascontiguousarray(x, np.float32)
             plan = ov_batch_plan(len(x), streams)
+            if not plan:
+                return np.zeros((0,) + x.shape[2:], np.float32), np.zeros((0, nv), np.float32)
             pols, vals = [], []
             for wave in range(0, len(plan), streams):  # one part per stream at a time
                 parts = plan[wave:wave + streams]
@@ -298,10 +315,10 @@ class CpuBackend:
                         else:
                             r.start_async({0: part})
                         started.append(r)
-                finally:  # never leave a request running into the next call
-                    if len(parts) > 1:
-                        for r in started:
-                            r.wait()
+                except BaseException:  # never leave a request running into the next call
+                    _wait_all(started if len(parts) > 1 else [], quiet=True)
+                    raise
+                _wait_all(started if len(parts) > 1 else [])
                 for r, (lo, hi, _) in zip(requests, parts):  # copies: the tensors are reused
                     pols.append(r.get_tensor(policy).data[:hi - lo].copy())
                     vals.append(r.get_tensor(value).data[:hi - lo].copy())
@@ -310,6 +327,13 @@ class CpuBackend:
             return np.concatenate(pols), np.concatenate(vals)
 
         return fn
+
+    def forward_rows(self, n: int) -> list[int]:
+        """The batch sizes one call on `n` positions runs in the engine: OpenVINO's padded
+        parts (:func:`ov_batch_plan`), `n` itself for every other kind."""
+        if self.kind in ("ov", "ov_bf16"):
+            return [rows for _, _, rows in ov_batch_plan(n, max(1, self.threads))]
+        return [n]
 
     def settle_torch_threads(self) -> None:
         """Call in a process that serves this engine: torch goes to one thread where the
@@ -339,6 +363,19 @@ class CpuBackend:
                 f"positions of {h}x{w}; expected ({n}, {h * w}) and ({n}, {nv}): its runtime is broken on "
                 f"this machine (serve another engine, e.g. --forward fused)")
         return pol.reshape(n, h * w), val
+
+
+def _wait_all(requests, quiet: bool = False) -> None:
+    """Wait on every OpenVINO request, even after one raised; then raise the first error
+    (none with `quiet`: another error is already on its way)."""
+    err = None
+    for r in requests:
+        try:
+            r.wait()
+        except Exception as e:  # noqa: BLE001 - the others still run: wait on them first
+            err = err or e
+    if err is not None and not quiet:
+        raise err
 
 
 def export_onnx(model) -> bytes:

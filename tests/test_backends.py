@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-import c4fast
-from c4fast.evaluators import softmax_rows
-from c4fast.runtime import cpu_seconds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import c4fast
+from c4fast.evaluators import softmax_rows
+from c4fast.runtime import cpu_seconds
 from nets.backends import (BACKENDS, INT8_TOLERANCE, OV_MAX_PART, OV_PAD, BackendError, BackendUnavailable,
                            CpuBackend, calibration_planes, ov_batch_plan, tolerance_of)
 from nets.checkpoint import load_checkpoint
@@ -97,6 +97,8 @@ def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_i
         pol, val = be(x)
         assert pol.shape == (n, 110) and val.shape == (n, 3)
         within((pol, val), eager_out(model, x), tolerance_of(kind))
+    # what OpenVINO ran last: both streams a padded part of 152 positions
+    assert [r.get_input_tensor().shape[0] for r in be._ov_requests] == [152, 152] == be.forward_rows(600)[2:]
 
 
 @pytest.mark.parametrize("kind", ["ov", "ov_bf16"])
@@ -107,11 +109,30 @@ def test_an_openvino_engine_pads_parts_and_drops_the_padding_rows(kind):
     skip_without_instructions(kind)
     model = perturbed_model("cpu_small", 5)
     be = CpuBackend(model, kind, threads=1)
-    for n in (8, 13, 257):
+    for n, ran in ((8, 8), (13, 16), (257, 128)):  # ran: the rows of the last part OpenVINO got
         x = random_planes(n, c4fast.NUM_PLANES, 9, 12, seed=n).astype(np.float32)
         pol, val = be(x)
         assert pol.shape == (n, 108) and val.shape == (n, 3)
         within((pol, val), eager_out(model, x), tolerance_of(kind))
+        assert be._ov_requests[0].get_input_tensor().shape[0] == ran == be.forward_rows(n)[-1]
+    assert be.forward_rows(257) == [136, 128]
+    pol, val = be(np.zeros((0, c4fast.NUM_PLANES, 9, 12), np.float32))  # an empty batch
+    assert pol.shape == (0, 108) and val.shape == (0, 3)
+
+
+def test_an_openvino_that_refuses_the_cache_capacity_compiles_without_it_and_says_so(monkeypatch, caplog):
+    """The runtime cache capacity is an internal plugin property: a release that rejects it
+    (here: a value it cannot parse) must not cost the engine."""
+    pytest.importorskip("openvino")
+    import nets.backends as backends
+
+    monkeypatch.setattr(backends, "_OV_CACHE_CAPACITY", "lots")
+    model = perturbed_model("tiny", 1)
+    with caplog.at_level("WARNING", logger="nets.backends"):
+        be = CpuBackend(model, "ov", threads=1)
+    assert "refused CPU_RUNTIME_CACHE_CAPACITY" in caplog.text and "default cache" in caplog.text
+    x = random_planes(3, c4fast.NUM_PLANES, 6, 7, seed=1).astype(np.float32)
+    within(be(x), eager_out(model, x), tolerance_of("ov"))
 
 
 @settings(max_examples=300, deadline=None)
@@ -127,8 +148,17 @@ def test_the_openvino_batch_plan_covers_the_batch_in_few_padded_shapes(n, stream
     assert len(plan) == (fewest if fewest <= streams else streams * -(-fewest // streams))
     for (lo, hi, rows), m in zip(plan, counts):
         assert rows == (m if m < OV_PAD else OV_PAD * -(-m // OV_PAD))
-    shapes = {rows for k in range(1, 2 * OV_MAX_PART) for _, _, rows in ov_batch_plan(k, streams)}
-    assert len(shapes) <= OV_PAD - 1 + OV_MAX_PART // OV_PAD
+
+
+@pytest.mark.parametrize("streams", [1, 2, 3])
+def test_an_openvino_engine_runs_at_most_39_shapes_per_board_size(streams):
+    """The bound the docs quote (OV_PAD - 1 counts below the pad, then every multiple of it up
+    to OV_MAX_PART), whatever the count and the streams."""
+    shapes = {rows for k in range(0, 3 * OV_MAX_PART * streams) for _, _, rows in ov_batch_plan(k, streams)}
+    assert len(shapes) <= OV_PAD - 1 + OV_MAX_PART // OV_PAD == 39
+    assert ov_batch_plan(0, streams) == []
+    with pytest.raises(ValueError):
+        ov_batch_plan(-1, streams)
 
 
 @pytest.mark.parametrize("kind", ["fused", "numpy", "ort", "ov", "ov_bf16"])

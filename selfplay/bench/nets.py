@@ -14,8 +14,10 @@ Sections (default: all but ``gpu`` on a machine without CUDA), each line has a `
   fp32 on positions of random games (the shipped net's weights where its preset matches);
 * ``counts``: every engine on the batch counts a self-play server meets (1 to 2 x
   ``--batch``, 12 counts on each of the 16 Saiblo sizes, one fixed sequence): evals/s of a
-  first pass and of the same sequence again, and the distinct input shapes it ran (an
-  OpenVINO engine builds kernels per shape: padded parts, :func:`nets.backends.ov_batch_plan`);
+  first pass and of the same sequence again, and the distinct input shapes the engine runs
+  (``CpuBackend.forward_rows``: an OpenVINO engine builds kernels per shape and runs padded
+  parts, :func:`nets.backends.ov_batch_plan`; with n threads it builds each on each of its n
+  streams);
 * ``contention``: a direct forward alone and beside one busy process (a self-play worker's
   share of a 2-core machine), per backend and thread count;
 * ``numpy_startup``: import + load time of the torch-free numpy net in a fresh interpreter;
@@ -210,7 +212,7 @@ def bench_counts(presets, kinds, batch, threads, per_size: int = 12, seed: int =
     """Each backend on one fixed sequence of (Saiblo size, count) calls, counts uniform in
     1..2 x `batch`, `per_size` per size: evals/s of the first pass (shapes new to the
     engine) and of a second (the same shapes again)."""
-    from nets.backends import BackendUnavailable, CpuBackend, ov_batch_plan
+    from nets.backends import BackendUnavailable, CpuBackend
     from nets.precision import PrecisionUnavailable
 
     torch.set_num_threads(threads)
@@ -222,6 +224,8 @@ def bench_counts(presets, kinds, batch, threads, per_size: int = 12, seed: int =
         model, weights = _model(p)
         for kind in kinds:
             if kind == "compiled":  # one compilation per shape: minutes per pass
+                _emit(bench="counts", preset=p, backend=kind, available=False,
+                      note="skipped: one torch.compile per shape takes minutes a pass")
                 continue
             try:
                 be = CpuBackend(model, kind, threads=threads)
@@ -234,8 +238,7 @@ def bench_counts(presets, kinds, batch, threads, per_size: int = 12, seed: int =
                 for hw, n in calls:
                     be(pool[hw][:n])
                 rates.append(round(evals / (time.perf_counter() - t0), 1))
-            shapes = ({(hw, rows) for hw, n in calls for _, _, rows in ov_batch_plan(n, max(1, threads))}
-                      if kind.startswith("ov") else set(calls))
+            shapes = {(hw, rows) for hw, n in calls for rows in be.forward_rows(n)}
             _emit(bench="counts", preset=p, backend=kind, weights=weights, threads=threads, calls=len(calls),
                   counts=f"1..{2 * batch}", evals=evals, distinct_shapes=len(shapes),
                   evals_per_s_first_pass=rates[0], evals_per_s_second_pass=rates[1],
