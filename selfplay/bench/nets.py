@@ -1,6 +1,7 @@
 """`python -m selfplay.bench.nets [SECTION ...]`: network and inference figures, one JSON line each.
 
-Sections (default: all but ``gpu`` on a machine without CUDA), each line has a ``"bench"`` key:
+Sections (default: all but ``counts``, minutes per engine, and ``gpu`` on a machine without
+CUDA), each line has a ``"bench"`` key:
 
 * ``roofline``: the CPU's achievable fp32 GFLOP/s, a square ``torch.mm`` at several sizes
   with the same threads, and the bf16 and int8 (``torch._int_mm``) peaks where the CPU has
@@ -564,7 +565,7 @@ def main(argv=None) -> int:
             ap.error(f"unknown play forward {k!r}; choose from {', '.join(PLAY_FORWARDS[1:])}")
     if args.play_seconds <= 0 or args.play_positions < 1 or args.play_games < 0:
         ap.error("--play-seconds must be > 0, --play-positions >= 1 and --play-games >= 0")
-    sections = args.sections or [s for s in SECTIONS if s != "gpu" or torch.cuda.is_available()]
+    sections = args.sections or [s for s in SECTIONS if s != "counts" and (s != "gpu" or torch.cuda.is_available())]
     torch.set_num_threads(args.threads)
     from nets.precision import cpu_info
 
