@@ -292,7 +292,7 @@ class CpuBackend:
                         ov.__version__, " ".join(str(e).split())[:300] or type(e).__name__)
             compiled = core.compile_model(ov_model, "CPU", props)
         requests = [compiled.create_infer_request() for _ in range(streams)]
-        self._ov_requests = requests  # the tests read the shapes they ran
+        self._ov_requests = requests  # forward_rows reads the streams, the tests the shapes run
         policy, value = compiled.output("policy"), compiled.output("value")
         nv = self.config.value_outputs
 
@@ -310,15 +310,12 @@ class CpuBackend:
                         part = x[lo:hi]
                         if rows > hi - lo:  # zero planes up to a shape already built
                             part = np.concatenate([part, np.zeros((rows - (hi - lo),) + x.shape[1:], np.float32)])
-                        if len(parts) == 1:
-                            r.infer({0: part})
-                        else:
-                            r.start_async({0: part})
+                        r.start_async({0: part})
                         started.append(r)
                 except BaseException:  # never leave a request running into the next call
-                    _wait_all(started if len(parts) > 1 else [], quiet=True)
+                    _wait_all(started, quiet=True)
                     raise
-                _wait_all(started if len(parts) > 1 else [])
+                _wait_all(started)
                 for r, (lo, hi, _) in zip(requests, parts):  # copies: the tensors are reused
                     pols.append(r.get_tensor(policy).data[:hi - lo].copy())
                     vals.append(r.get_tensor(value).data[:hi - lo].copy())
@@ -331,8 +328,8 @@ class CpuBackend:
     def forward_rows(self, n: int) -> list[int]:
         """The batch sizes one call on `n` positions runs in the engine: OpenVINO's padded
         parts (:func:`ov_batch_plan`), `n` itself for every other kind."""
-        if self.kind in ("ov", "ov_bf16"):
-            return [rows for _, _, rows in ov_batch_plan(n, max(1, self.threads))]
+        if self._ov_requests:  # an OpenVINO engine: one request per stream
+            return [rows for _, _, rows in ov_batch_plan(n, len(self._ov_requests))]
         return [n]
 
     def settle_torch_threads(self) -> None:
