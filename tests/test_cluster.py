@@ -120,6 +120,53 @@ def test_every_node_incarnation_worker_and_restart_has_its_own_seed_and_game_ids
     assert node_hash("n0") != node_hash("n1")
 
 
+def _supervisor(tmp_path, name="selfplay", run_id="run-2"):
+    """An actor's counter logic without Ray: the attributes _Supervisor._setup sets first."""
+    from selfplay.cluster.actors import _Supervisor
+
+    sup = _Supervisor.__new__(_Supervisor)
+    sup.name, sup.run_id = name, run_id
+    sup.logs, sup.state_path = str(tmp_path / "logs"), str(tmp_path / "actor.json")
+    os.makedirs(sup.logs, exist_ok=True)
+    return sup
+
+
+def _touch_logs(tmp_path, *names):
+    for n in names:
+        (tmp_path / "logs" / n).write_text("")
+
+
+@pytest.mark.parametrize("content", [b"{\"incarnation\": 7, \"run_id\": \"run-2\", \"act", b"\xff\xfe\x00garbage",
+                                     b"[1, 2]", b'{"incarnation": "3"}', b'{"incarnation": -1}',
+                                     b'{"incarnation": 2, "run_id": "run-2", "actor_starts": 1}'])
+def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, content):
+    # a torn, binary or wrongly shaped actor.json: the incarnation comes from the logs on
+    # disk (the next start takes a fresh seed, game ids and shard names), the counters start
+    # again for the run, and the file is kept aside, byte for byte
+    sup = _supervisor(tmp_path)
+    _touch_logs(tmp_path, "selfplay_i1.log", "selfplay_i4.log", "train_i9.log", "selfplay_i2.log.old")
+    (tmp_path / "actor.json").write_bytes(content)
+    st = sup._load_state()
+    assert st == {"incarnation": 4, "run_id": "run-2", "actor_starts": 0, "child_starts": 0, "logs": []}
+    assert (tmp_path / "actor.json.unreadable").read_bytes() == content
+    assert not (tmp_path / "actor.json").exists()
+
+
+def test_actor_counters_survive_and_the_incarnation_never_goes_back(tmp_path):
+    sup = _supervisor(tmp_path)
+    same_run = {"incarnation": 2, "run_id": "run-2", "actor_starts": 3, "child_starts": 5, "logs": ["a.log"]}
+    (tmp_path / "actor.json").write_text(json.dumps(same_run))
+    assert sup._load_state() == same_run  # the same run: counters kept
+    _touch_logs(tmp_path, "selfplay_i6.log")  # a log newer than the file (e.g. a file restored from a backup)
+    assert sup._load_state() == {**same_run, "incarnation": 6}
+    (tmp_path / "actor.json").write_text(json.dumps({**same_run, "run_id": "run-1", "incarnation": 11}))
+    assert sup._load_state() == {"incarnation": 11, "run_id": "run-2", "actor_starts": 0, "child_starts": 0,
+                                 "logs": []}  # a new run: fresh counters, the incarnation kept
+    os.remove(tmp_path / "actor.json")
+    assert sup._load_state()["incarnation"] == 6  # no file: the logs
+    assert _supervisor(tmp_path / "other")._load_state()["incarnation"] == 0  # a new node
+
+
 # ---------------------------------------------------------------- a real local cluster
 def cluster_cmd(run_dir, minutes):
     return [sys.executable, "-m", "selfplay.cluster", "--address", "local", "--selfplay-nodes", "2",

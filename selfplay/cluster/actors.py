@@ -15,7 +15,9 @@ training state), then starts a fresh one. Per-run counters live on the node's di
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import sys
 import time
 
@@ -28,7 +30,12 @@ from selfplay.cluster.transfer import Blob, Spool, install_model, latest_model, 
     remove_temporaries, sha256_file, store_blob
 
 FAULT_TRAINER_EXIT_AFTER_STORE = "trainer_exit_after_store"  # test hook, see TrainerActor.put
+logger = logging.getLogger(__name__)
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _child_env(run_marker: str) -> dict:
@@ -88,15 +95,43 @@ class _Supervisor:
         guard.stop_guard(self.pidfile, grace)  # the command of an earlier incarnation, if any
 
     def _load_state(self) -> dict:
+        """The node's counters (``actor.json``), fresh ones for a new run. The incarnation
+        never goes back: it is at least the highest one with a log in ``logs/`` (an
+        incarnation's seeds, game ids and shard names must differ from every earlier one's),
+        so an unreadable file costs this run's restart counters, not a reused incarnation;
+        the unreadable file is kept as ``actor.json.unreadable``."""
         try:
             with open(self.state_path) as f:
                 st = json.load(f)
-        except (FileNotFoundError, ValueError):
+            if not (isinstance(st, dict) and _is_count(st.get("incarnation", 0))
+                    and (st.get("run_id") != self.run_id or (
+                        all(_is_count(st.get(k)) for k in ("actor_starts", "child_starts"))
+                        and isinstance(st.get("logs"), list)))):
+                raise ValueError(f"not the actor's counters: {str(st)[:80]}")
+        except FileNotFoundError:
+            st = {"incarnation": 0}
+        except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            logger.warning("%s: unreadable (%s); kept as %s.unreadable, counters start again, the "
+                        "incarnation from the logs", self.state_path, e, os.path.basename(self.state_path))
+            try:
+                os.replace(self.state_path, self.state_path + ".unreadable")
+            except OSError:
+                pass
             st = {"incarnation": 0}
         if st.get("run_id") != self.run_id:  # counters are per run; the incarnation is forever
             st = {"incarnation": st.get("incarnation", 0), "run_id": self.run_id, "actor_starts": 0,
                   "child_starts": 0, "logs": []}
+        st["incarnation"] = max(int(st["incarnation"]), self._logged_incarnation())
         return st
+
+    def _logged_incarnation(self) -> int:
+        """The highest incarnation with a log of this actor's command in ``logs/`` (0: none)."""
+        pattern = re.compile(rf"{re.escape(self.name)}_i(\d+)\.log")
+        try:
+            names = os.listdir(self.logs)
+        except FileNotFoundError:
+            return 0
+        return max((int(m.group(1)) for m in map(pattern.fullmatch, names) if m), default=0)
 
     def _save_state(self) -> None:
         atomic_write_json(self.state_path, self.state)
