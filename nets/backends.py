@@ -299,29 +299,27 @@ class CpuBackend:
         def fn(x: np.ndarray):  # one caller at a time: the requests are shared
             x = np.ascontiguousarray(x, np.float32)
             plan = ov_batch_plan(len(x), streams)
-            if not plan:
-                return np.zeros((0,) + x.shape[2:], np.float32), np.zeros((0, nv), np.float32)
-            pols, vals = [], []
+            pol = np.empty((len(x),) + x.shape[2:], np.float32)
+            val = np.empty((len(x), nv), np.float32)
             for wave in range(0, len(plan), streams):  # one part per stream at a time
                 parts = plan[wave:wave + streams]
-                started = []
+                started, held = [], []  # held: the padded arrays the requests read until the wait
                 try:
                     for r, (lo, hi, rows) in zip(requests, parts):
-                        part = x[lo:hi]
+                        part = x[lo:hi]  # a view; a padded part is copied once, into its own array
                         if rows > hi - lo:  # zero planes up to a shape already built
                             part = np.concatenate([part, np.zeros((rows - (hi - lo),) + x.shape[1:], np.float32)])
-                        r.start_async({0: part})
+                        held.append(part)
+                        r.start_async({0: part}, share_inputs=True)  # read in place, not copied again
                         started.append(r)
                 except BaseException:  # never leave a request running into the next call
                     _wait_all(started, quiet=True)
                     raise
                 _wait_all(started)
-                for r, (lo, hi, _) in zip(requests, parts):  # copies: the tensors are reused
-                    pols.append(r.get_tensor(policy).data[:hi - lo].copy())
-                    vals.append(r.get_tensor(value).data[:hi - lo].copy())
-            if len(pols) == 1:
-                return pols[0], vals[0]
-            return np.concatenate(pols), np.concatenate(vals)
+                for r, (lo, hi, _) in zip(requests, parts):  # copied out: the output tensors are reused
+                    pol[lo:hi] = r.get_tensor(policy).data[:hi - lo]
+                    val[lo:hi] = r.get_tensor(value).data[:hi - lo]
+            return pol, val
 
         return fn
 

@@ -14,11 +14,17 @@ engines; it picks the fastest. The budget (5 s by default) bounds all of it in w
 approximately: engines are started fastest precision first (bf16, int8, fp32) and none
 after 60 % of it has passed (once one passed its self-check), finalists whose timing would
 not fit are left out (slowest first) or a lone one timed on fewer inputs, and rounds stop
-when the next would overrun; a choice so cut short is not cached. A complete choice is
-cached per machine, net architecture, threads, sizes and batch (``~/.cache/c4fast/forward.json``, or
-``$C4FAST_CACHE_DIR``) so that short commands do not pay for the timing twice; the cache
-holds only the choice and its table, never weights (and the loop's measured role costs,
-:mod:`selfplay.generation.cores`, through :func:`read_cache_entry`/:func:`write_cache_entry`).
+when the next would overrun. A complete choice is cached per machine, net architecture,
+threads, sizes and batch (``~/.cache/c4fast/forward.json``, or ``$C4FAST_CACHE_DIR``) so
+that short commands do not pay for the timing twice. A choice the budget cut short is
+cached as unfinished with the engines it settled (timed on every input, refused, or probed
+too slow): the next start goes on from it, starting the unsettled engines first and the
+best so far after them, and keeps the earlier starts' figures for the engines it does not
+start again (figures of different processes, compared as they are); after
+:data:`AUTO_MAX_STARTS` starts the best so far is the choice (a slow machine pays the
+budget at most that many times). The cache holds only choices and their tables, never
+weights (and the loop's measured role costs, :mod:`selfplay.generation.cores`, through
+:func:`read_cache_entry`/:func:`write_cache_entry`).
 
 Units: GFLOP/s counts a multiply-add as two operations (int8: GOP/s, same convention).
 """
@@ -186,9 +192,9 @@ def _write_cache_entry(path: Path, key: str, value: dict) -> None:
 class ForwardChoice:
     """What ``--forward auto`` picked: `kind` (a :mod:`nets.backends` kind), its
     `precision`, `table` ({kind: evals/s, or the reason it was not eligible}), the
-    seconds the choice took, whether it came from the cache, and whether it is `complete`
-    (every candidate started and every finalist timed on every input; a choice the budget
-    cut short is neither cached nor worth caching as a measurement)."""
+    seconds the choice took (this start's), whether it came from the cache, whether it is
+    `complete` (every candidate settled: refused, probed too slow, or timed on every input,
+    over all its `starts`), and the number of `starts` (processes) it took."""
 
     kind: str
     precision: str
@@ -196,6 +202,12 @@ class ForwardChoice:
     seconds: float
     cached: bool
     complete: bool = True
+    starts: int = 1
+
+    @property
+    def final(self) -> bool:
+        """Complete, or cut short :data:`AUTO_MAX_STARTS` times: the choice later starts reuse."""
+        return self.complete or self.starts >= AUTO_MAX_STARTS
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -203,6 +215,10 @@ class ForwardChoice:
 
 #: The engines ``auto`` considers, in order of preference on a tie.
 AUTO_CANDIDATES = ("ort", "fused", "bf16", "ov", "ov_bf16", "ort_int8")
+
+#: Starts (processes) over which ``auto`` goes on with a choice its budget cut short; the
+#: last one's best is reused from then on, complete or not.
+AUTO_MAX_STARTS = 3
 
 
 def _cache_path() -> Path:
@@ -261,9 +277,14 @@ def write_cache_entry(key: str, value: dict) -> None:
     _write_cache_entry(_cache_path(), key, value)
 
 
-def _write_cache(key: str, choice: ForwardChoice) -> None:
-    _write_cache_entry(_cache_path(), key, {"kind": choice.kind, "precision": choice.precision,
-                                            "table": choice.table, "seconds": choice.seconds})
+def _write_cache(key: str, choice: ForwardChoice, settled=()) -> None:
+    """Cache `choice`; an unfinished one (not :attr:`ForwardChoice.final`) with the engines
+    it `settled`, which the next start does not time again."""
+    entry = {"kind": choice.kind, "precision": choice.precision, "table": choice.table,
+             "seconds": choice.seconds, "complete": choice.complete, "starts": choice.starts}
+    if not choice.final:
+        entry["settled"] = sorted(settled)
+    _write_cache_entry(_cache_path(), key, entry)
 
 
 def time_engines(engines: dict, inputs, deadline: float, clock=time.perf_counter) -> dict:
@@ -344,8 +365,8 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     budget has passed, and at least until one passes; finalists whose first pass over the
     inputs (estimated from their probe) does not fit in what is left are dropped, slowest
     first (the best stays, timed on as many inputs as fit, at least one); then rounds go on
-    while the next one fits. A choice so cut short (`complete` False) is not cached. It can
-    still overrun: by the start-up of the last engine begun before the 60 % mark, by engines
+    while the next one fits. A choice so cut short (`complete` False) is cached unfinished and
+    the next start goes on from it (see the module docstring). It can still overrun: by the start-up of the last engine begun before the 60 % mark, by engines
     refused before one passes, by the best finalist's pass over one input, or where a call
     runs slower than estimated."""
     import torch
@@ -358,10 +379,18 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     config = model.config
     sizes = [tuple(s) for s in sizes] or [(12, 12)]
     key = _cache_key(config, threads, sizes, batch, candidates)
+    prior: dict = {}  # an earlier start's choice that its budget cut short: go on from it
     if use_cache:
         hit = _read_cache().get(key)
-        if isinstance(hit, dict) and hit.get("kind") in candidates:
-            return ForwardChoice(hit["kind"], hit["precision"], hit["table"], hit.get("seconds", 0.0), True)
+        if isinstance(hit, dict) and hit.get("kind") in candidates and isinstance(hit.get("table"), dict):
+            starts = hit.get("starts", 1)
+            starts = starts if isinstance(starts, int) and starts >= 1 else AUTO_MAX_STARTS
+            choice = ForwardChoice(hit["kind"], hit["precision"], hit["table"], hit.get("seconds", 0.0), True,
+                                   hit.get("complete", True) is not False, starts)
+            if choice.final or not isinstance(hit.get("settled"), list):
+                return choice
+            prior = {**hit, "starts": starts}
+    settled_before = {k for k in prior.get("settled", ()) if k in candidates and k in prior["table"]}
 
     info = cpu_info()
     t_start = time.perf_counter()
@@ -393,15 +422,19 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     #    after an untimed one of the same engine on the same input, while the next round fits
     deadline = t_start + budget_s
     engines, probe_s, probe = {}, {}, inputs[0]  # the largest size at the smaller batch
-    complete = True  # every candidate started and timed on every input: the choice may be cached
-    for kind in _start_order(candidates, info):
+    settled = set()  # refused, probed too slow, or timed on every input: no need to start it again
+    order = _start_order(candidates, info)
+    if prior:  # the engines earlier starts did not settle first, then their best (timed again beside them)
+        order = [k for k in order if k not in settled_before] + [k for k in order
+                                                                 if k == prior["kind"] and k in settled_before]
+    for kind in order:
         precision = PRECISION_OF[kind]
         if not info.has(precision):
             table[kind] = f"no {precision} instructions"
+            settled.add(kind)
             continue
         if engines and time.perf_counter() - t_start > START_SHARE * budget_s:
             table[kind] = f"skipped: starting engines used {START_SHARE:.0%} of the {budget_s:g} s budget"
-            complete = False
             continue
         try:
             be = CpuBackend(model, kind, threads=threads)
@@ -413,6 +446,7 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
             be(probe)
         except (BackendUnavailable, SelfCheckError, PrecisionUnavailable, RuntimeError) as e:
             table[kind] = f"refused: {str(e)[:160]}"
+            settled.add(kind)
             continue
         engines[kind] = be
         probe_s[kind] = time.perf_counter() - t1
@@ -423,24 +457,35 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     finalists = sorted((k for k in engines if probed[k] * 1.5 >= max(probed.values())), key=lambda k: -probed[k])
     for kind in set(probed) - set(finalists):
         table[kind] = f"probe {probed[kind]} evals/s: below 1/1.5 of the best"
+        settled.add(kind)
     # every finalist's first pass over the inputs must fit in what is left of the budget
     timed_kinds, n_inputs = plan_timing(finalists, {k: _pass_cost(probe_s[k], probe, inputs) for k in finalists},
                                         deadline - time.perf_counter())
     for kind in set(finalists) - set(timed_kinds):
         table[kind] = f"probe {probed[kind]} evals/s: no time left to time it"
-    complete = complete and len(timed_kinds) == len(finalists) and n_inputs == len(inputs)
+    if n_inputs == len(inputs):
+        settled.update(timed_kinds)
     finalists, inputs = timed_kinds, inputs[:n_inputs]
     # a lone finalist too: its figure (the loop's core split reads it) spans the inputs timed,
     # every input unless the budget cut it short
     table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
     speeds = {k: table[k] for k in finalists}
+    for kind in settled_before - settled:  # earlier starts' verdicts this one did not renew
+        table[kind] = prior["table"][kind]
+        settled.add(kind)
+        if isinstance(table[kind], (int, float)) and not isinstance(table[kind], bool):
+            speeds[kind] = table[kind]
+    table = {k: table[k] for k in candidates if k in table}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
+    complete = set(candidates) <= settled
     choice = ForwardChoice(best, PRECISION_OF[best], table, round(time.perf_counter() - t_start, 2), False,
-                           complete)
+                           complete, prior.get("starts", 0) + 1)
     if not complete:
-        log.info("forward auto: the %g s budget cut the choice short (not cached): %s", budget_s, table)
-    if use_cache and complete:
-        _write_cache(key, choice)
+        log.info("forward auto: the %g s budget cut the choice short (start %d of at most %d; %s): %s", budget_s,
+                 choice.starts, AUTO_MAX_STARTS, "final" if choice.final else "the next start goes on from it",
+                 table)
+    if use_cache:
+        _write_cache(key, choice, settled)
     return choice
 
 

@@ -229,7 +229,8 @@ class InferenceServer:
         choice = choose_forward(model, self.cfg.sizes or SAIBLO_SIZES, batch, server_threads(self.cfg),
                                 budget_s=self.cfg.auto_seconds)
         log.info("CPU forward auto: %s (%s)%s; evals/s by engine at batch %d: %s", choice.kind, choice.precision,
-                 " from the cache" if choice.cached else f", timed in {choice.seconds:.1f} s", batch,
+                 (" from the cache" if choice.cached else f", timed in {choice.seconds:.1f} s")
+                 + ("" if choice.complete else f" (cut short by the budget; start {choice.starts})"), batch,
                  json.dumps(choice.table))
         self.hdr[q.G_FORWARD] = BACKENDS.index(choice.kind) + 1
         return choice.kind

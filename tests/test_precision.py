@@ -107,9 +107,11 @@ def test_auto_picks_the_fastest_engine_that_passes_and_caches_it(small_net, tmp_
     again = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=1.0)
     cut = any(str(v).startswith("skipped: ") or "no time left" in str(v) for v in choice.table.values())
     assert not (cut and choice.complete)
-    assert again.cached == choice.complete  # a choice cut short by the budget is not cached
+    assert again.cached == choice.complete  # a choice cut short by the budget is not reused as it is
     if again.cached:
         assert again.kind == choice.kind and again.table == choice.table and again.complete
+    else:  # the second start went on from the first
+        assert again.starts == 2 and choice.starts == 1
     other = choose_forward(small_net, [(9, 9), (12, 12)], batch=64, threads=1, budget_s=1.0)
     assert not other.cached  # another batch: another key
 
@@ -184,21 +186,53 @@ def test_auto_starts_the_fastest_native_precision_first():
                                                                       "fused", "ov"]
 
 
-def test_auto_with_no_budget_times_one_engine_and_caches_nothing(small_net, tmp_path, monkeypatch):
+def test_auto_with_no_budget_times_one_engine_and_settles_after_the_last_start(small_net, tmp_path, monkeypatch):
     """A budget of 0 s: the first engine that passes is started, probed and timed on one
-    input; every other engine the CPU can run is skipped, and the cut-short choice is not
-    cached (the next run measures again)."""
+    input; every other engine the CPU can run is skipped. The cut-short choice is cached
+    unfinished, the next starts go on from it (here without progress: the same engine, on
+    one input), and after AUTO_MAX_STARTS starts it is the choice, reused as it is."""
     monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
-    choice = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=0.0)
     order = [k for k in precision._start_order(precision.AUTO_CANDIDATES, HERE)
              if precision.PRECISION_OF[k] in HERE.precisions]
-    timed = [k for k, v in choice.table.items() if isinstance(v, float)]
-    assert timed == [choice.kind] and not choice.complete and not choice.cached
-    first = order.index(choice.kind)  # engines before it were refused here (no runtime, a failed check)
-    assert all(choice.table[k].startswith("refused: ") for k in order[:first])
-    for kind in order[first + 1:]:
-        assert choice.table[kind].startswith("skipped: starting engines used 60% of the 0 s budget"), kind
-    assert not (tmp_path / "forward.json").exists()
+    for start in range(1, precision.AUTO_MAX_STARTS + 1):
+        choice = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=0.0)
+        timed = [k for k, v in choice.table.items() if isinstance(v, float)]
+        assert timed == [choice.kind] and not choice.complete and not choice.cached
+        assert choice.starts == start and choice.final == (start == precision.AUTO_MAX_STARTS)
+        first = order.index(choice.kind)  # engines before it were refused here (no runtime, a failed check)
+        assert all(choice.table[k].startswith("refused: ") for k in order[:first])
+        for kind in order[first + 1:]:
+            assert choice.table[kind].startswith("skipped: starting engines used 60% of the 0 s budget"), kind
+        entry = next(iter(json.loads((tmp_path / "forward.json").read_text()).values()))
+        assert entry["starts"] == start and entry["complete"] is False
+        assert ("settled" in entry) == (start < precision.AUTO_MAX_STARTS)
+    reused = choose_forward(small_net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=0.0)
+    assert reused.cached and reused.kind == choice.kind and reused.table == choice.table
+    assert reused.starts == precision.AUTO_MAX_STARTS and not reused.complete and reused.final
+
+
+def test_auto_goes_on_from_a_start_the_budget_cut_short(small_net, tmp_path, monkeypatch):
+    """An unfinished cache entry that settled every engine but ``ort``: the next start
+    starts ``ort`` and the earlier best (``fused``) only, keeps the other verdicts and
+    figures as they were, and caches the complete choice."""
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    sizes, cands = [(9, 9), (12, 12)], precision.AUTO_CANDIDATES
+    key = precision._cache_key(small_net.config, 1, sizes, 32, cands)
+    earlier = {k: "refused: an earlier start's verdict" for k in cands}
+    earlier.update(ort="skipped: starting engines used 60% of the 5 s budget", fused=5.0, ov=3.0)
+    (tmp_path / "forward.json").write_text(json.dumps({key: {
+        "kind": "fused", "precision": "fp32", "table": earlier, "seconds": 5.1, "complete": False, "starts": 1,
+        "settled": [k for k in cands if k != "ort"]}}))
+    choice = choose_forward(small_net, sizes, batch=32, threads=1, budget_s=120.0)
+    assert not choice.cached and choice.starts == 2 and choice.complete and choice.final
+    started = {k for k, v in choice.table.items() if v != earlier[k]}
+    assert started <= {"ort", "fused"} and "ort" in started
+    assert {k: v for k, v in choice.table.items() if k not in {"ort", "fused"}} == \
+        {k: v for k, v in earlier.items() if k not in {"ort", "fused"}}  # ov's 3.0 carried, not timed again
+    speeds = {k: v for k, v in choice.table.items() if isinstance(v, float)}
+    assert choice.kind == max(speeds, key=speeds.get) and speeds[choice.kind] > 5.0
+    again = choose_forward(small_net, sizes, batch=32, threads=1, budget_s=120.0)
+    assert again.cached and again.complete and again.kind == choice.kind and again.table == choice.table
 
 
 def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, monkeypatch):

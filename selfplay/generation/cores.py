@@ -168,7 +168,7 @@ def measure_costs(net_preset: str, sizes, search, policy, forward: str, batch: i
         log.info("measured role costs in %.1f s: %s", time.perf_counter() - t0, costs)
     finally:
         torch.set_num_threads(threads)
-    if use_cache and choice.complete:  # a forward choice the budget cut short: measure again next time
+    if use_cache and choice.final:  # a forward choice the budget cut short: measure again next time
         write_cache_entry(key, dataclasses.asdict(costs))
     return costs
 
