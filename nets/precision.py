@@ -17,10 +17,11 @@ not fit are left out (slowest first) or a lone one timed on fewer inputs, and ro
 when the next would overrun. A complete choice is cached per machine, net architecture,
 threads, sizes and batch (``~/.cache/c4fast/forward.json``, or ``$C4FAST_CACHE_DIR``) so
 that short commands do not pay for the timing twice. A choice the budget cut short is
-cached as unfinished with the engines it settled (timed on every input, refused, or probed
-too slow): the next start goes on from it, starting the unsettled engines first and the
-best so far after them, and keeps the earlier starts' figures for the engines it does not
-start again (figures of different processes, compared as they are); after
+cached as unfinished with the engines it tried and those it settled (timed on every input,
+refused, or probed too slow): the next start goes on from it, starting the engines no start
+has tried first, then the unsettled ones, then the best so far, and keeps the earlier
+starts' figures for the engines it does not time (figures of different processes and
+possibly of fewer inputs, compared as they are); after
 :data:`AUTO_MAX_STARTS` starts the best so far is the choice (a slow machine pays the
 budget at most that many times). The cache holds only choices and their tables, never
 weights (and the loop's measured role costs, :mod:`selfplay.generation.cores`, through
@@ -277,13 +278,13 @@ def write_cache_entry(key: str, value: dict) -> None:
     _write_cache_entry(_cache_path(), key, value)
 
 
-def _write_cache(key: str, choice: ForwardChoice, settled=()) -> None:
+def _write_cache(key: str, choice: ForwardChoice, tried=(), settled=()) -> None:
     """Cache `choice`; an unfinished one (not :attr:`ForwardChoice.final`) with the engines
-    it `settled`, which the next start does not time again."""
+    its starts `tried` and those they `settled` (the next start does not time them again)."""
     entry = {"kind": choice.kind, "precision": choice.precision, "table": choice.table,
              "seconds": choice.seconds, "complete": choice.complete, "starts": choice.starts}
     if not choice.final:
-        entry["settled"] = sorted(settled)
+        entry["tried"], entry["settled"] = sorted(tried), sorted(settled)
     _write_cache_entry(_cache_path(), key, entry)
 
 
@@ -387,10 +388,11 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
             starts = starts if isinstance(starts, int) and starts >= 1 else AUTO_MAX_STARTS
             choice = ForwardChoice(hit["kind"], hit["precision"], hit["table"], hit.get("seconds", 0.0), True,
                                    hit.get("complete", True) is not False, starts)
-            if choice.final or not isinstance(hit.get("settled"), list):
+            if choice.final or not (isinstance(hit.get("settled"), list) and isinstance(hit.get("tried"), list)):
                 return choice
             prior = {**hit, "starts": starts}
     settled_before = {k for k in prior.get("settled", ()) if k in candidates and k in prior["table"]}
+    tried_before = {k for k in prior.get("tried", ()) if k in candidates} | settled_before
 
     info = cpu_info()
     t_start = time.perf_counter()
@@ -424,9 +426,10 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     engines, probe_s, probe = {}, {}, inputs[0]  # the largest size at the smaller batch
     settled = set()  # refused, probed too slow, or timed on every input: no need to start it again
     order = _start_order(candidates, info)
-    if prior:  # the engines earlier starts did not settle first, then their best (timed again beside them)
-        order = [k for k in order if k not in settled_before] + [k for k in order
-                                                                 if k == prior["kind"] and k in settled_before]
+    if prior:  # engines no start tried, then the unsettled ones, then the best so far (timed beside them)
+        order = ([k for k in order if k not in tried_before]
+                 + [k for k in order if k in tried_before - settled_before]
+                 + [k for k in order if k == prior["kind"] and k in settled_before])
     for kind in order:
         precision = PRECISION_OF[kind]
         if not info.has(precision):
@@ -470,11 +473,17 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     # every input unless the budget cut it short
     table.update(time_engines({k: engines[k] for k in finalists}, inputs, deadline))
     speeds = {k: table[k] for k in finalists}
-    for kind in settled_before - settled:  # earlier starts' verdicts this one did not renew
-        table[kind] = prior["table"][kind]
-        settled.add(kind)
-        if isinstance(table[kind], (int, float)) and not isinstance(table[kind], bool):
-            speeds[kind] = table[kind]
+    tried = tried_before | settled | set(engines)
+    verdict = settled | set(speeds)  # this start's own verdicts: no instructions, refused, too slow, timed
+    for kind in candidates:  # else earlier starts' figures, and their verdicts where this start started nothing
+        before = prior.get("table", {}).get(kind)
+        if kind in verdict or before is None:
+            continue
+        if isinstance(before, (int, float)) and not isinstance(before, bool):
+            table[kind] = speeds[kind] = before
+        elif kind not in engines:
+            table[kind] = before
+    settled |= settled_before
     table = {k: table[k] for k in candidates if k in table}
     best = max(speeds, key=lambda k: (speeds[k], -candidates.index(k)))
     complete = set(candidates) <= settled
@@ -485,7 +494,7 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
                  choice.starts, AUTO_MAX_STARTS, "final" if choice.final else "the next start goes on from it",
                  table)
     if use_cache:
-        _write_cache(key, choice, settled)
+        _write_cache(key, choice, tried, settled)
     return choice
 
 
