@@ -299,7 +299,8 @@ class CpuBackend:
         def fn(x: np.ndarray):  # one caller at a time: the requests are shared
             x = np.ascontiguousarray(x, np.float32)
             plan = ov_batch_plan(len(x), streams)
-            pol = np.empty((len(x),) + x.shape[2:], np.float32)
+            h, w = x.shape[2:]
+            pol = np.empty((len(x), h * w), np.float32)
             val = np.empty((len(x), nv), np.float32)
             for wave in range(0, len(plan), streams):  # one part per stream at a time
                 parts = plan[wave:wave + streams]
@@ -316,9 +317,15 @@ class CpuBackend:
                     _wait_all(started, quiet=True)
                     raise
                 _wait_all(started)
-                for r, (lo, hi, _) in zip(requests, parts):  # copied out: the output tensors are reused
-                    pol[lo:hi] = r.get_tensor(policy).data[:hi - lo]
-                    val[lo:hi] = r.get_tensor(value).data[:hi - lo]
+                for r, (lo, hi, rows) in zip(requests, parts):  # copied out: the output tensors are reused
+                    p, v = r.get_tensor(policy).data, r.get_tensor(value).data
+                    if p.shape not in ((rows, h, w), (rows, h * w)) or v.shape != (rows, nv):
+                        raise BackendError(  # never broadcast a wrong answer into the result
+                            f"engine {self.kind!r} answered policy {p.shape} and value {v.shape} for a part of "
+                            f"{rows} positions of {h}x{w}; expected ({rows}, {h}, {w}) and ({rows}, {nv}): its "
+                            f"runtime is broken on this machine (serve another engine, e.g. --forward fused)")
+                    pol[lo:hi] = p.reshape(rows, h * w)[:hi - lo]
+                    val[lo:hi] = v[:hi - lo]
             return pol, val
 
         return fn

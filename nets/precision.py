@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
 import time
@@ -383,14 +384,16 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     prior: dict = {}  # an earlier start's choice that its budget cut short: go on from it
     if use_cache:
         hit = _read_cache().get(key)
-        if isinstance(hit, dict) and hit.get("kind") in candidates and isinstance(hit.get("table"), dict):
+        if (isinstance(hit, dict) and hit.get("kind") in candidates and isinstance(hit.get("table"), dict)
+                and _is_speed(hit["table"].get(hit["kind"]))):  # else (a hand edit) measure afresh
             starts = hit.get("starts", 1)
-            starts = starts if isinstance(starts, int) and starts >= 1 else AUTO_MAX_STARTS
-            choice = ForwardChoice(hit["kind"], hit["precision"], hit["table"], hit.get("seconds", 0.0), True,
-                                   hit.get("complete", True) is not False, starts)
-            if choice.final or not (isinstance(hit.get("settled"), list) and isinstance(hit.get("tried"), list)):
+            starts = starts if isinstance(starts, int) and not isinstance(starts, bool) and starts >= 1 else 1
+            choice = ForwardChoice(hit["kind"], PRECISION_OF[hit["kind"]], hit["table"], hit.get("seconds", 0.0),
+                                   True, hit.get("complete", True) is not False, starts)
+            if choice.final:
                 return choice
-            prior = {**hit, "starts": starts}
+            if isinstance(hit.get("settled"), list) and isinstance(hit.get("tried"), list):
+                prior = {**hit, "starts": starts}  # else an unfinished entry without its lists: start afresh
     settled_before = {k for k in prior.get("settled", ()) if k in candidates and k in prior["table"]}
     tried_before = {k for k in prior.get("tried", ()) if k in candidates} | settled_before
 
@@ -426,9 +429,10 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     engines, probe_s, probe = {}, {}, inputs[0]  # the largest size at the smaller batch
     settled = set()  # refused, probed too slow, or timed on every input: no need to start it again
     order = _start_order(candidates, info)
-    if prior:  # engines no start tried, then the unsettled ones, then the best so far (timed beside them)
+    if prior:  # engines no start tried, the unsettled ones never timed, the others, then the best so far
+        timed_before = {k for k in candidates if _is_speed(prior["table"].get(k))}
         order = ([k for k in order if k not in tried_before]
-                 + [k for k in order if k in tried_before - settled_before]
+                 + sorted((k for k in order if k in tried_before - settled_before), key=lambda k: k in timed_before)
                  + [k for k in order if k == prior["kind"] and k in settled_before])
     for kind in order:
         precision = PRECISION_OF[kind]
@@ -479,7 +483,7 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
         before = prior.get("table", {}).get(kind)
         if kind in verdict or before is None:
             continue
-        if isinstance(before, (int, float)) and not isinstance(before, bool):
+        if _is_speed(before):
             table[kind] = speeds[kind] = before
         elif kind not in engines:
             table[kind] = before
@@ -496,6 +500,11 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     if use_cache:
         _write_cache(key, choice, tried, settled)
     return choice
+
+
+def _is_speed(v) -> bool:
+    """Whether a cached table entry is a figure (evals/s), not a verdict."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def _wdl(out, cells: int | None = None):

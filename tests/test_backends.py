@@ -83,6 +83,43 @@ def test_every_backend_computes_the_eager_net_on_every_size_and_batch(kind):
             within((pol, val), eager_out(model, x), tolerance_of(kind))
 
 
+class _WrongAnswer:
+    """An OpenVINO request that runs the real forward but reads back `policy`/`value` arrays
+    of another shape: what a runtime broken on the machine answers (OpenVINO under an
+    emulated instruction-set cap returns empty tensors), which cannot be produced here."""
+
+    def __init__(self, request, policy=None, value=None):
+        self.request, self.shapes = request, {"policy": policy, "value": value}
+
+    def start_async(self, *args, **kwargs):
+        return self.request.start_async(*args, **kwargs)
+
+    def wait(self):
+        return self.request.wait()
+
+    def get_tensor(self, port):
+        shape = self.shapes[port.get_any_name()]
+        tensor = self.request.get_tensor(port)
+        return tensor if shape is None else type("Tensor", (), {"data": np.ones(shape, np.float32)})()
+
+
+@pytest.mark.parametrize("policy, value", [((0,), None), ((0, 6, 7), None), ((5, 7, 6), None), ((5, 1, 7), None),
+                                           ((8, 42), None), (None, (5, 1)), (None, (0, 3)), (None, (5, 4))])
+def test_an_openvino_answer_of_the_wrong_shape_is_refused_never_broadcast(policy, value):
+    """Each part's outputs are checked before they are copied into the result: a wrong shape
+    is a BackendError (``auto`` refuses the engine), never a numpy error nor rows spread over
+    the result by broadcasting ((5, 1, 7) and (5, 1) would broadcast)."""
+    pytest.importorskip("openvino")
+    be = CpuBackend(perturbed_model("cpu_small", 3), "ov", threads=1)
+    x = random_planes(5, c4fast.NUM_PLANES, 6, 7, seed=2).astype(np.float32)
+    good = be(x)
+    be._ov_requests[0] = _WrongAnswer(be._ov_requests[0], policy, value)
+    with pytest.raises(BackendError, match=r"engine 'ov' answered policy .* for a part of 5 positions of 6x7"):
+        be(x)
+    be._ov_requests[0] = be._ov_requests[0].request  # the real answers again: exactly as before
+    assert all(np.array_equal(a, b) for a, b in zip(be(x), good))
+
+
 @pytest.mark.parametrize("kind", ["ov", "ov_bf16"])
 def test_an_openvino_engine_on_two_threads_splits_big_batches_over_two_streams_in_order(kind):
     """Batches of 2 * 16 positions or more run as two halves on two streams (more than two

@@ -136,18 +136,24 @@ def _touch_logs(tmp_path, *names):
         (tmp_path / "logs" / n).write_text("")
 
 
-@pytest.mark.parametrize("content", [b"{\"incarnation\": 7, \"run_id\": \"run-2\", \"act", b"\xff\xfe\x00garbage",
-                                     b"[1, 2]", b'{"incarnation": "3"}', b'{"incarnation": -1}',
-                                     b'{"incarnation": 2, "run_id": "run-2", "actor_starts": 1}'])
-def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, content):
-    # a torn, binary or wrongly shaped actor.json: the incarnation comes from the logs on
-    # disk (the next start takes a fresh seed, game ids and shard names), the counters start
-    # again for the run, and the file is kept aside, byte for byte
+@pytest.mark.parametrize("content, incarnation", [
+    (b"{\"incarnation\": 7, \"run_id\": \"run-2\", \"act", 4),  # torn mid-write: the logs' 4
+    (b"\xff\xfe\x00garbage", 4), (b"[1, 2]", 4), (b"[" * 100_000, 4),  # binary, not a dict, too deep for json
+    (b'{"incarnation": "3"}', 4), (b'{"incarnation": -1}', 4), (b'{"incarnation": true}', 4),
+    (b'{"incarnation": 2, "run_id": "run-2", "actor_starts": 1}', 4),  # this run's, counters missing
+    (b'{"run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": []}', 4),  # no incarnation
+    (b'{"incarnation": 9, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [null]}', 9),
+    (b'{"incarnation": 5, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [3]}', 5)])
+def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, content, incarnation):
+    # a torn, binary or wrongly shaped actor.json: the incarnation is the highest of the logs
+    # on disk and a whole one the file still holds (the next start takes a fresh seed, game
+    # ids and shard names), the counters start again for the run, and the file is kept
+    # aside, byte for byte
     sup = _supervisor(tmp_path)
     _touch_logs(tmp_path, "selfplay_i1.log", "selfplay_i4.log", "train_i9.log", "selfplay_i2.log.old")
     (tmp_path / "actor.json").write_bytes(content)
     st = sup._load_state()
-    assert st == {"incarnation": 4, "run_id": "run-2", "actor_starts": 0, "child_starts": 0, "logs": []}
+    assert st == {"incarnation": incarnation, "run_id": "run-2", "actor_starts": 0, "child_starts": 0, "logs": []}
     assert (tmp_path / "actor.json.unreadable").read_bytes() == content
     assert not (tmp_path / "actor.json").exists()
 

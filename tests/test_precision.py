@@ -241,6 +241,31 @@ def test_auto_goes_on_from_a_start_the_budget_cut_short(small_net, tmp_path, mon
     assert again.cached and again.complete and again.kind == choice.kind and again.table == choice.table
 
 
+@pytest.mark.parametrize("entry, cached, starts", [
+    ({"kind": "ort", "table": {"ort": 100.0}}, True, 1),  # written before unfinished entries: complete
+    ({"kind": "ort", "table": {"ort": "refused: edited"}}, False, 1),  # no figure for its choice
+    ({"kind": "ort", "table": {"ort": float("nan")}}, False, 1),
+    ({"kind": "nope", "table": {"nope": 100.0}}, False, 1),
+    ({"kind": "ort", "table": [100.0]}, False, 1),
+    ({"kind": "ort", "table": {"ort": 100.0}, "complete": False, "starts": 1}, False, 1),  # no lists: afresh
+    ({"kind": "ort", "table": {"ort": 100.0}, "complete": False, "starts": True, "tried": ["ort"],
+      "settled": []}, False, 2),  # a bool is no count: one start before
+    ({"kind": "ort", "table": {"ort": 100.0}, "complete": False, "starts": 2, "tried": ["ort", 7, ["x"]],
+      "settled": "ort"}, False, 1)])  # a string is no list: afresh
+def test_auto_reads_a_hand_edited_cache_entry_or_measures_afresh(small_net, tmp_path, monkeypatch, entry, cached,
+                                                                starts):
+    monkeypatch.setenv("C4FAST_CACHE_DIR", str(tmp_path))
+    sizes = [(9, 9), (12, 12)]
+    key = precision._cache_key(small_net.config, 1, sizes, 32, precision.AUTO_CANDIDATES)
+    (tmp_path / "forward.json").write_text(json.dumps({key: entry}))
+    choice = choose_forward(small_net, sizes, batch=32, threads=1, budget_s=0.0)
+    assert choice.cached == cached and choice.starts == starts
+    assert isinstance(choice.table[choice.kind], float) and choice.precision == precision.PRECISION_OF[choice.kind]
+    if starts == 2:  # went on from the entry: one engine never tried started and timed, ort's figure kept
+        assert choice.table["ort"] == 100.0
+        assert len([k for k, v in choice.table.items() if isinstance(v, float) and k != "ort"]) == 1
+
+
 def test_auto_drops_an_engine_that_fails_its_self_check(small_net, tmp_path, monkeypatch):
     """With an impossible tolerance every engine but exact fp32 ones fails the real check."""
     from nets import backends

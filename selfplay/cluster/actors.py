@@ -38,6 +38,18 @@ def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _valid_state(st, run_id: str) -> bool:
+    """Whether `st` (read from ``actor.json``) is an actor's counters: a whole incarnation
+    (optional in another run's file, whose counters are dropped anyway), and for this run
+    whole restart counts and a list of log paths."""
+    if not (isinstance(st, dict) and _is_count(st.get("incarnation", 0))):
+        return False
+    if st.get("run_id") != run_id:
+        return True
+    return ("incarnation" in st and all(_is_count(st.get(k)) for k in ("actor_starts", "child_starts"))
+            and isinstance(st.get("logs"), list) and all(isinstance(p, str) for p in st["logs"]))
+
+
 def _child_env(run_marker: str) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", C4FAST_CLUSTER_RUN=run_marker)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO, env.get("PYTHONPATH", "")) if p)
@@ -97,31 +109,32 @@ class _Supervisor:
     def _load_state(self) -> dict:
         """The node's counters (``actor.json``), fresh ones for a new run. The incarnation
         never goes back: it is at least the highest one with a log in ``logs/`` (an
-        incarnation's seeds, game ids and shard names must differ from every earlier one's),
-        so an unreadable file costs this run's restart counters, not a reused incarnation;
-        the unreadable file is kept as ``actor.json.unreadable``."""
+        incarnation's seeds, game ids and shard names must differ from every earlier one's)
+        and any whole incarnation the file still holds, so an unreadable file costs this
+        run's restart counters, not a reused incarnation; it is kept as ``actor.json.unreadable``."""
+        floor = 0
         try:
             with open(self.state_path) as f:
                 st = json.load(f)
-            if not (isinstance(st, dict) and _is_count(st.get("incarnation", 0))
-                    and (st.get("run_id") != self.run_id or (
-                        all(_is_count(st.get(k)) for k in ("actor_starts", "child_starts"))
-                        and isinstance(st.get("logs"), list)))):
+            if isinstance(st, dict) and _is_count(st.get("incarnation")):
+                floor = st["incarnation"]
+            if not _valid_state(st, self.run_id):
                 raise ValueError(f"not the actor's counters: {str(st)[:80]}")
         except FileNotFoundError:
             st = {"incarnation": 0}
-        except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            logger.warning("%s: unreadable (%s); kept as %s.unreadable, counters start again, the "
-                        "incarnation from the logs", self.state_path, e, os.path.basename(self.state_path))
-            try:
-                os.replace(self.state_path, self.state_path + ".unreadable")
-            except OSError:
-                pass
+        except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
+            logger.warning("%s: unreadable (%s); counters start again, the incarnation from the logs",
+                           self.state_path, e)
+            if not isinstance(e, OSError):  # the content is wrong: keep it aside
+                try:
+                    os.replace(self.state_path, self.state_path + ".unreadable")
+                except OSError:
+                    pass
             st = {"incarnation": 0}
         if st.get("run_id") != self.run_id:  # counters are per run; the incarnation is forever
             st = {"incarnation": st.get("incarnation", 0), "run_id": self.run_id, "actor_starts": 0,
                   "child_starts": 0, "logs": []}
-        st["incarnation"] = max(int(st["incarnation"]), self._logged_incarnation())
+        st["incarnation"] = max(st["incarnation"], floor, self._logged_incarnation())
         return st
 
     def _logged_incarnation(self) -> int:
