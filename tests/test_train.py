@@ -329,6 +329,7 @@ def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own):
         tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded,
                                  precision="fp32",  # the canvas maths, exactly (bf16 would blur both)
                                  ownership_weight=own), str(tmp_path / f"t{padded}"))
+        _contiguous(tr)  # one layout for both (oneDNN's channels_last kernels round differently per shape)
         metrics = [tr.train_step(win) for _ in range(2)]
         weights = dict(tr.model.state_dict())
         if own:
@@ -342,6 +343,41 @@ def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own):
     assert set(w_pad) == set(w_ref) and any(k.startswith("own.") for k in w_ref) == (own > 0)
     for k in w_ref:
         torch.testing.assert_close(w_pad[k].float(), w_ref[k].float(), rtol=1e-4, atol=1e-5, msg=k)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_channels_last_step_equals_the_contiguous_one(tmp_path, padded):
+    """The trainer keeps its net and inputs channels_last on every device and precision (the
+    CPU's fp32 step too, for speed): a layout, not maths. Two fp32 steps give the same
+    losses and weights as the same steps in the contiguous layout."""
+    make_shards(tmp_path, games=6, sizes=((6, 7), (9, 10), (12, 12)), per_shard=40)
+    win = ReplayWindow(ownership=True)
+    win.update(list_shards([tmp_path]))
+    out = []
+    for channels_last in (True, False):
+        tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded,
+                                 precision="fp32", ownership_weight=1.5), str(tmp_path / f"t{channels_last}"))
+        conv = next(m for m in tr.model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3))
+        assert tr.channels_last and conv.weight.is_contiguous(memory_format=torch.channels_last)
+        if not channels_last:
+            _contiguous(tr)
+        metrics = [tr.train_step(win) for _ in range(2)]
+        out.append((metrics, {**tr.model.state_dict(), **{f"own.{k}": v for k, v in tr.own_head.state_dict().items()}}))
+    (m_cl, w_cl), (m_ref, w_ref) = out
+    # fp32 rounding apart (oneDNN picks other kernels per layout and shape: weights measured up to
+    # 4e-5 apart after two steps), the same; a layout bug (a wrong permutation) is off by O(1)
+    for a, b in zip(m_cl, m_ref):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
+    for k in w_ref:
+        torch.testing.assert_close(w_cl[k].float(), w_ref[k].float(), rtol=1e-3, atol=2e-4, msg=k)
+
+
+def _contiguous(tr) -> None:
+    """The trainer's net and inputs in the contiguous layout (its layout before channels_last)."""
+    tr.channels_last = False
+    tr.model.to(memory_format=torch.contiguous_format)
+    if tr.own_head is not None:
+        tr.own_head.to(memory_format=torch.contiguous_format)
 
 
 def test_a_padded_step_trains_every_size_in_one_pass(tmp_path):
