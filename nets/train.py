@@ -390,7 +390,7 @@ class Trainer:
         cfg.check_net(self.net_config)
         self.model = build_model(self.net_config).to(self.device)
         self.precision = cfg.resolved_precision()
-        # channels_last on every device and precision: the CPU's fp32 step too (1.09-1.13x the
+        # channels_last on every device and precision: the CPU's fp32 step too (1.09-1.22x the
         # samples/s of the contiguous layout on the AVX2 Zen 3, docs/PERFORMANCE.md), same maths
         self.channels_last = True
         if self.channels_last:
