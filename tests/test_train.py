@@ -266,15 +266,6 @@ def test_follow_mode_holds_the_ratio_and_stops_when_idle(tmp_path):
     assert s["samples_trained"] <= 2.0 * n and s["samples_trained"] > 2.0 * n - 8
 
 
-def _numpy_value_loss(val_logits: np.ndarray, outcome: np.ndarray, root_wdl: np.ndarray, mix: float) -> float:
-    """Reference: summed cross-entropy of softmax(val) against (1-mix)*onehot + mix*root_wdl."""
-    v = val_logits.astype(np.float64)
-    logp = v - v.max(1, keepdims=True)
-    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
-    target = (1 - mix) * np.eye(3)[outcome] + mix * root_wdl.astype(np.float64)
-    return float(-(target * logp).sum())
-
-
 def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
     """value_mix m: the value loss is the CE against (1-m)*onehot(outcome) + m*root_wdl
     (numpy reference, random nets and root WDLs); m = 0 is the plain outcome CE."""
@@ -483,16 +474,16 @@ def test_a_compiled_follower_awaits_the_runs_sizes_before_its_first_step(tmp_pat
         TrainRunConfig(sizes="6x7,3x3")
 
 
-def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None):
+def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None, power=1.0):
     """Reference: per-row CE of softmax(val) against (1-mix)*hard + mix*root_wdl, summed;
     hard is the outcome's one-hot, for a decided game with the share
-    distance * min(1, plies_left / cells) moved to the draw."""
+    distance * min(1, plies_left / cells) ** power moved to the draw."""
     v = val_logits.astype(np.float64)
     logp = v - v.max(1, keepdims=True)
     logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
     hard = np.zeros((len(outcome), 3))
     for i, z in enumerate(outcome):
-        s = 0.0 if z == 1 or distance == 0 else distance * min(1.0, float(plies_left[i]) / cells)
+        s = 0.0 if z == 1 or distance == 0 else distance * min(1.0, float(plies_left[i]) / cells) ** power
         hard[i, z] += 1 - s
         hard[i, 1] += s
     target = (1 - mix) * hard + mix * root_wdl.astype(np.float64)
@@ -531,16 +522,17 @@ def test_the_value_target_moves_a_share_to_the_draw_by_distance(tmp_path):
         _, val = model(torch.from_numpy(base.planes))
 
     @settings(max_examples=30, deadline=None)
-    @given(d=st.floats(0.0, 1.0), mix=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31 - 1))
-    def check(d, mix, seed):
+    @given(d=st.floats(0.0, 1.0), mix=st.sampled_from([0.0, 0.5]), power=st.sampled_from([1.0, 0.5, 2.0, 3.0]),
+           seed=st.integers(0, 2**31 - 1))
+    def check(d, mix, power, seed):
         rng = np.random.default_rng(seed)
         outcome = rng.integers(0, 3, 16)
         left = rng.integers(0, 60, 16).astype(np.float32)  # past 42 cells: clamped at a draw share of d
         wdl = rng.dirichlet(np.ones(3), 16).astype(np.float32)
         b = Batch(6, 7, base.planes, base.policy, base.policy_weight, outcome, base.legal, wdl, left)
         with torch.no_grad():
-            v = losses(model, b, "cpu", 1.5, mix, value_distance=d)[2].item()
-        ref = _numpy_value_loss(val.numpy(), outcome, wdl, mix, d, left, 42)
+            v = losses(model, b, "cpu", 1.5, mix, value_distance=d, value_distance_power=power)[2].item()
+        ref = _numpy_value_loss(val.numpy(), outcome, wdl, mix, d, left, 42, power)
         assert abs(v - ref) <= 1e-4 * max(1.0, abs(ref)), (v, ref)
 
     check()
@@ -554,8 +546,18 @@ def test_the_value_target_moves_a_share_to_the_draw_by_distance(tmp_path):
     w_minus_l = target[:, 0] - target[:, 2]
     np.testing.assert_allclose(w_minus_l, [1 - 0.5 * 4 / 42, 1 - 0.5 * 30 / 42, -(1 - 0.5 * 4 / 42),
                                            -(1 - 0.5 * 30 / 42)], rtol=1e-5)
+    # power 2: the far win loses more of its worth than the near one, relative to linear
+    (g,) = torch.autograd.grad(losses(_FixedValue(logits), b, "cpu", 1.0, value_distance=0.5,
+                                      value_distance_power=2.0)[2], logits)
+    target = 1 / 3 - g.numpy()
+    np.testing.assert_allclose(target[:, 0] - target[:, 2],
+                               [1 - 0.5 * (4 / 42) ** 2, 1 - 0.5 * (30 / 42) ** 2, -(1 - 0.5 * (4 / 42) ** 2),
+                                -(1 - 0.5 * (30 / 42) ** 2)], rtol=1e-5)
     with pytest.raises(ValueError, match="value_distance"):
         TrainConfig(value_distance=1.5)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="value_distance_power"):
+            TrainConfig(value_distance_power=bad)
     with pytest.raises(ValueError, match="plies_left"):
         losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal),
                "cpu", 1.5, value_distance=0.5)
