@@ -143,7 +143,9 @@ def _touch_logs(tmp_path, *names):
     (b'{"incarnation": 2, "run_id": "run-2", "actor_starts": 1}', 4),  # this run's, counters missing
     (b'{"run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": []}', 4),  # no incarnation
     (b'{"incarnation": 9, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [null]}', 9),
-    (b'{"incarnation": 5, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [3]}', 5)])
+    (b'{"incarnation": 5, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [3]}', 5),
+    (b'{"incarnation": 9223372036854775807}', 4), (b'{"incarnation": 1e400}', 4),  # none a command accepts
+    (b'{"incarnation": 123456789012345678901234567890, "run_id": "run-1"}', 4)])
 def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, content, incarnation):
     # a torn, binary or wrongly shaped actor.json: the incarnation is the highest of the logs
     # on disk and a whole one the file still holds (the next start takes a fresh seed, game
@@ -156,6 +158,25 @@ def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, cont
     assert st == {"incarnation": incarnation, "run_id": "run-2", "actor_starts": 0, "child_starts": 0, "logs": []}
     assert (tmp_path / "actor.json.unreadable").read_bytes() == content
     assert not (tmp_path / "actor.json").exists()
+
+
+def test_bad_actor_json_files_are_all_kept_and_absurd_logs_ignored(tmp_path):
+    # a second and third bad file go to .unreadable.1 and .2 (the first is never
+    # overwritten); a log named past the last incarnation a command accepts is ignored, and a
+    # state at that last incarnation refuses to start rather than hand out a rejected one
+    from selfplay.cluster.actors import MAX_INCARNATION
+
+    sup = _supervisor(tmp_path)
+    _touch_logs(tmp_path, "selfplay_i3.log", f"selfplay_i{MAX_INCARNATION}.log", f"selfplay_i{2**70}.log")
+    for i, content in enumerate([b"{", b"[]", b"\x00"]):
+        (tmp_path / "actor.json").write_bytes(content)
+        assert sup._load_state()["incarnation"] == 3
+        assert (tmp_path / ("actor.json.unreadable" + (f".{i}" if i else ""))).read_bytes() == content
+    sup.state = {"incarnation": MAX_INCARNATION, "run_id": "run-2", "actor_starts": 0, "child_starts": 0,
+                 "logs": []}
+    with pytest.raises(RuntimeError, match="last a command accepts"):
+        sup._start(lambda inc: ["true"])
+    assert sup.state["incarnation"] == MAX_INCARNATION and not (tmp_path / "actor.json").exists()
 
 
 def test_actor_counters_survive_and_the_incarnation_never_goes_back(tmp_path):

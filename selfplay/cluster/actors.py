@@ -34,15 +34,38 @@ logger = logging.getLogger(__name__)
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+#: the highest incarnation a command accepts (``--incarnation`` is below 2**63: it seeds a 64-bit stream)
+MAX_INCARNATION = 2**63 - 1
+
+
 def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_incarnation(v) -> bool:
+    """A whole incarnation that a next start can still go past (below MAX_INCARNATION)."""
+    return _is_count(v) and v < MAX_INCARNATION
+
+
+def _keep_aside(path: str) -> str | None:
+    """Move `path` to ``PATH.unreadable`` (``PATH.unreadable.N`` if that exists: an earlier
+    bad file is never overwritten); the new name, or None if it could not be moved."""
+    for n in range(1000):
+        target = path + ".unreadable" + (f".{n}" if n else "")
+        if not os.path.lexists(target):
+            try:
+                os.replace(path, target)
+            except OSError:
+                return None
+            return target
+    return None
 
 
 def _valid_state(st, run_id: str) -> bool:
     """Whether `st` (read from ``actor.json``) is an actor's counters: a whole incarnation
     (optional in another run's file, whose counters are dropped anyway), and for this run
     whole restart counts and a list of log paths."""
-    if not (isinstance(st, dict) and _is_count(st.get("incarnation", 0))):
+    if not (isinstance(st, dict) and _is_incarnation(st.get("incarnation", 0))):
         return False
     if st.get("run_id") != run_id:
         return True
@@ -111,12 +134,15 @@ class _Supervisor:
         never goes back: it is at least the highest one with a log in ``logs/`` (an
         incarnation's seeds, game ids and shard names must differ from every earlier one's)
         and any whole incarnation the file still holds, so an unreadable file costs this
-        run's restart counters, not a reused incarnation; it is kept as ``actor.json.unreadable``."""
+        run's restart counters, not a reused incarnation; it is kept as ``actor.json.unreadable``
+        (``.unreadable.N`` after the first). An incarnation at MAX_INCARNATION or above, in the
+        file or a log's name, is not one a command accepts: the file is unreadable, the log
+        ignored."""
         floor = 0
         try:
             with open(self.state_path) as f:
                 st = json.load(f)
-            if isinstance(st, dict) and _is_count(st.get("incarnation")):
+            if isinstance(st, dict) and _is_incarnation(st.get("incarnation")):
                 floor = st["incarnation"]
             if not _valid_state(st, self.run_id):
                 raise ValueError(f"not the actor's counters: {str(st)[:80]}")
@@ -126,10 +152,7 @@ class _Supervisor:
             logger.warning("%s: unreadable (%s); counters start again, the incarnation from the logs",
                            self.state_path, e)
             if not isinstance(e, OSError):  # the content is wrong: keep it aside
-                try:
-                    os.replace(self.state_path, self.state_path + ".unreadable")
-                except OSError:
-                    pass
+                _keep_aside(self.state_path)
             st = {"incarnation": 0}
         if st.get("run_id") != self.run_id:  # counters are per run; the incarnation is forever
             st = {"incarnation": st.get("incarnation", 0), "run_id": self.run_id, "actor_starts": 0,
@@ -144,13 +167,17 @@ class _Supervisor:
             names = os.listdir(self.logs)
         except FileNotFoundError:
             return 0
-        return max((int(m.group(1)) for m in map(pattern.fullmatch, names) if m), default=0)
+        found = (int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
+        return max((i for i in found if i < MAX_INCARNATION), default=0)
 
     def _save_state(self) -> None:
         atomic_write_json(self.state_path, self.state)
 
     def _start(self, cmd_of) -> None:
         """Start `cmd_of(incarnation)` under a guard watching this actor."""
+        if self.state["incarnation"] >= MAX_INCARNATION:
+            raise RuntimeError(f"{self.name}: incarnation {self.state['incarnation']} is the last a command "
+                               f"accepts; clear {self.state_path} and {self.logs} to start the node afresh")
         self.state["incarnation"] += 1
         self.state["child_starts"] += 1
         inc = self.state["incarnation"]
