@@ -99,9 +99,6 @@ class TrainConfig:
         "distance in the value target: a won or lost outcome moves the share d * plies left / cells of its "
         "mass to a draw (d this value, cells the board's H * W), so a nearer win and a farther loss are worth "
         "more (0: the outcome only)"))
-    value_distance_power: float = field(default=1.0, metadata=opt(
-        "the value distance's shape: the share moved to a draw is d * min(1, plies left / cells) ** p (p this "
-        "value; 1: linear; p > 1 separates far distances more and near ones less)"))
     moves_left_weight: float = field(default=0.0, metadata=opt(
         "weight of the moves-left loss (Huber on plies left / cells; > 0 needs a net preset with the "
         "moves-left head, e.g. cpu_small_ml; 0: no moves-left loss)"))
@@ -163,10 +160,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.value_mix must be in [0, 1], got {self.value_mix}")
         if not (isinstance(self.value_distance, (int, float)) and 0.0 <= self.value_distance <= 1.0):
             raise ValueError(f"TrainConfig.value_distance must be in [0, 1], got {self.value_distance!r}")
-        if not (isinstance(self.value_distance_power, (int, float)) and not isinstance(self.value_distance_power, bool)
-                and math.isfinite(self.value_distance_power) and self.value_distance_power > 0):
-            raise ValueError("TrainConfig.value_distance_power must be a finite number > 0, "
-                             f"got {self.value_distance_power!r}")
         if self.compile and not self.padded:
             raise ValueError("--train.compile compiles the padded canvas step: it needs --train.padded")
         if not (isinstance(self.moves_left_weight, (int, float)) and math.isfinite(self.moves_left_weight)
@@ -277,7 +270,7 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
            mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1,
-           own_head=None, ownership_weight: float = 0.0, value_distance_power: float = 1.0):
+           own_head=None, ownership_weight: float = 0.0):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy,
     moves-left loss and ownership loss of one batch (0-dim tensors on `device`; nothing here
     waits for the device).
@@ -286,9 +279,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
     (the search's estimate at the sample's root, same side). With ``value_distance`` d > 0 the
     outcome's one-hot becomes, for a won or lost game, ``(1 - s) * onehot + s * draw`` with
-    ``s = d * min(1, plies_left / cells) ** p`` (cells each sample's H * W, p
-    ``value_distance_power``): a win nearer the end and a loss farther from it score higher
-    (W - L = +-(1 - s)). With a board `mask` (a canvas
+    ``s = d * min(1, plies_left / cells)`` (cells each sample's H * W): a win nearer the end
+    and a loss farther from it score higher (W - L = +-(1 - s)). With a board `mask` (a canvas
     batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`, its
     batch-norm statistics taken per each of `groups` equal consecutive groups (one per size).
 
@@ -342,10 +334,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
             if batch.plies_left is None:
                 raise ValueError("value_distance > 0 needs the samples' plies_left")
             left = to_device(batch.plies_left, device).float()
-            frac = torch.clamp(left / cells, max=1.0)
-            if value_distance_power != 1.0:
-                frac = frac ** value_distance_power
-            shift = (value_distance * frac * (z != 1)).unsqueeze(1)
+            shift = (value_distance * torch.clamp(left / cells, max=1.0) * (z != 1)).unsqueeze(1)
             hard = (1 - shift) * hard + shift * hard.new_tensor([0.0, 1.0, 0.0])  # to the draw
         if value_mix > 0:
             if batch.root_wdl is None:
@@ -577,8 +566,7 @@ class Trainer:
                 loss, p, v, e, ml, own = losses(self.model, batch, self.device, self.cfg.value_weight,
                                                 self.cfg.value_mix, self.channels_last,
                                                 moves_left_weight=mlw, value_distance=self.cfg.value_distance,
-                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight,
-                                                value_distance_power=self.cfg.value_distance_power)
+                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
         tot, pol, val, ent, mll, own_l = sums.tolist()  # the step's only host synchronisation
@@ -608,8 +596,7 @@ class Trainer:
             loss, p, v, e, ml, own = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
                                             self.cfg.value_mix, self.channels_last, mask,
                                             self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches),
-                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight,
-                                            value_distance_power=self.cfg.value_distance_power)
+                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
         (loss / n_total).backward()
         return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
 
