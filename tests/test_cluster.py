@@ -144,7 +144,7 @@ def _touch_logs(tmp_path, *names):
     (b'{"run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": []}', 4),  # no incarnation
     (b'{"incarnation": 9, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [null]}', 9),
     (b'{"incarnation": 5, "run_id": "run-2", "actor_starts": 1, "child_starts": 1, "logs": [3]}', 5),
-    (b'{"incarnation": 9223372036854775807}', 4), (b'{"incarnation": 1e400}', 4),  # none a command accepts
+    (b'{"incarnation": 9223372036854775808}', 4), (b'{"incarnation": 1e400}', 4),  # none a command accepts
     (b'{"incarnation": 123456789012345678901234567890, "run_id": "run-1"}', 4)])
 def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, content, incarnation):
     # a torn, binary or wrongly shaped actor.json: the incarnation is the highest of the logs
@@ -163,20 +163,26 @@ def test_an_unreadable_actor_json_never_gives_back_an_incarnation(tmp_path, cont
 def test_bad_actor_json_files_are_all_kept_and_absurd_logs_ignored(tmp_path):
     # a second and third bad file go to .unreadable.1 and .2 (the first is never
     # overwritten); a log named past the last incarnation a command accepts is ignored, and a
-    # state at that last incarnation refuses to start rather than hand out a rejected one
+    # state at that last incarnation (saved, then loaded again) refuses to start rather than
+    # hand out a rejected or a reused one
     from selfplay.cluster.actors import MAX_INCARNATION
 
     sup = _supervisor(tmp_path)
-    _touch_logs(tmp_path, "selfplay_i3.log", f"selfplay_i{MAX_INCARNATION}.log", f"selfplay_i{2**70}.log")
+    _touch_logs(tmp_path, "selfplay_i3.log", f"selfplay_i{MAX_INCARNATION + 1}.log", f"selfplay_i{2**70}.log")
     for i, content in enumerate([b"{", b"[]", b"\x00"]):
         (tmp_path / "actor.json").write_bytes(content)
         assert sup._load_state()["incarnation"] == 3
         assert (tmp_path / ("actor.json.unreadable" + (f".{i}" if i else ""))).read_bytes() == content
-    sup.state = {"incarnation": MAX_INCARNATION, "run_id": "run-2", "actor_starts": 0, "child_starts": 0,
-                 "logs": []}
+    last = {"incarnation": MAX_INCARNATION, "run_id": "run-2", "actor_starts": 0, "child_starts": 0, "logs": []}
+    (tmp_path / "actor.json").write_text(json.dumps(last))
+    sup.state = sup._load_state()
+    assert sup.state == last
     with pytest.raises(RuntimeError, match="last a command accepts"):
         sup._start(lambda inc: ["true"])
-    assert sup.state["incarnation"] == MAX_INCARNATION and not (tmp_path / "actor.json").exists()
+    assert sup.state["incarnation"] == MAX_INCARNATION and json.loads((tmp_path / "actor.json").read_text()) == last
+    (tmp_path / "actor.json").unlink()
+    _touch_logs(tmp_path, f"selfplay_i{MAX_INCARNATION}.log")  # the last one's log floors it too
+    assert sup._load_state()["incarnation"] == MAX_INCARNATION
 
 
 def test_actor_counters_survive_and_the_incarnation_never_goes_back(tmp_path):

@@ -43,8 +43,8 @@ def _is_count(v) -> bool:
 
 
 def _is_incarnation(v) -> bool:
-    """A whole incarnation that a next start can still go past (below MAX_INCARNATION)."""
-    return _is_count(v) and v < MAX_INCARNATION
+    """A whole incarnation a command accepts (at most MAX_INCARNATION; at it, no further start)."""
+    return _is_count(v) and v <= MAX_INCARNATION
 
 
 def _keep_aside(path: str) -> str | None:
@@ -135,9 +135,9 @@ class _Supervisor:
         incarnation's seeds, game ids and shard names must differ from every earlier one's)
         and any whole incarnation the file still holds, so an unreadable file costs this
         run's restart counters, not a reused incarnation; it is kept as ``actor.json.unreadable``
-        (``.unreadable.N`` after the first). An incarnation at MAX_INCARNATION or above, in the
-        file or a log's name, is not one a command accepts: the file is unreadable, the log
-        ignored."""
+        (``.unreadable.N`` after the first). An incarnation above MAX_INCARNATION, in the file
+        or a log's name, is not one a command accepts: the file is unreadable, the log ignored;
+        at MAX_INCARNATION itself the state loads and :meth:`_start` refuses to go past it."""
         floor = 0
         try:
             with open(self.state_path) as f:
@@ -168,7 +168,7 @@ class _Supervisor:
         except FileNotFoundError:
             return 0
         found = (int(m.group(1)) for m in map(pattern.fullmatch, names) if m)
-        return max((i for i in found if i < MAX_INCARNATION), default=0)
+        return max((i for i in found if i <= MAX_INCARNATION), default=0)
 
     def _save_state(self) -> None:
         atomic_write_json(self.state_path, self.state)
