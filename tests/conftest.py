@@ -23,3 +23,15 @@ def skip_without_instructions(kind: str) -> None:
     need = PRECISION_OF.get(kind, "fp32")
     if not cpu_info().has(need):
         pytest.skip(f"this CPU has no {need} instructions (engine {kind})")
+
+
+def contiguous_trainer(tr) -> None:
+    """Trainer `tr`'s net (and ownership head) and inputs in the contiguous layout, its layout
+    before channels_last: tests comparing two steps exactly run both in one layout (oneDNN's
+    channels_last kernels round differently per shape)."""
+    import torch
+
+    tr.channels_last = False
+    tr.model.to(memory_format=torch.contiguous_format)
+    if tr.own_head is not None:
+        tr.own_head.to(memory_format=torch.contiguous_format)

@@ -25,7 +25,7 @@ from nets.server import ServerConfig, request_shutdown, start_server
 from selfplay.bench.gpucheck import perturbed_model
 
 import _server_workers as workers
-from conftest import skip_without_instructions
+from conftest import contiguous_trainer, skip_without_instructions
 
 MODELS = Path(__file__).resolve().parents[1] / "nets" / "models"
 SIZES = [(4, 4), (6, 7), (9, 12), (12, 12)]
@@ -394,8 +394,7 @@ def test_training_with_the_head_lowers_its_loss_and_a_padded_step_equals_the_per
     for padded in (False, True):
         tr = Trainer(TrainConfig(preset="cpu_small_ml", per_size=24, seed=3, device="cpu", padded=padded,
                                  moves_left_weight=1.0, precision="fp32"), str(tmp_path / f"t{padded}"))
-        tr.channels_last = False  # one layout for both: oneDNN's channels_last kernels round differently per shape
-        tr.model.to(memory_format=torch.contiguous_format)
+        contiguous_trainer(tr)  # one layout for both: oneDNN's channels_last kernels round differently per shape
         metrics = [tr.train_step(win) for _ in range(2)]
         out.append((metrics, tr.model.state_dict()))
     (m_ref, w_ref), (m_pad, w_pad) = out

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import c4fast
+from conftest import contiguous_trainer
 from nets.checkpoint import load_checkpoint
 from nets.replay import Batch, ReplayWindow, WindowConfig, flip_batch
 from nets.train import TrainConfig, TrainRunConfig, Trainer, losses, train
@@ -320,7 +321,7 @@ def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own):
         tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded,
                                  precision="fp32",  # the canvas maths, exactly (bf16 would blur both)
                                  ownership_weight=own), str(tmp_path / f"t{padded}"))
-        _contiguous(tr)  # one layout for both (oneDNN's channels_last kernels round differently per shape)
+        contiguous_trainer(tr)  # one layout for both (oneDNN's channels_last kernels round differently per shape)
         metrics = [tr.train_step(win) for _ in range(2)]
         weights = dict(tr.model.state_dict())
         if own:
@@ -351,7 +352,7 @@ def test_the_channels_last_step_equals_the_contiguous_one(tmp_path, padded):
         conv = next(m for m in tr.model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3))
         assert tr.channels_last and conv.weight.is_contiguous(memory_format=torch.channels_last)
         if not channels_last:
-            _contiguous(tr)
+            contiguous_trainer(tr)
         metrics = [tr.train_step(win) for _ in range(2)]
         out.append((metrics, {**tr.model.state_dict(), **{f"own.{k}": v for k, v in tr.own_head.state_dict().items()}}))
     (m_cl, w_cl), (m_ref, w_ref) = out
@@ -361,14 +362,6 @@ def test_the_channels_last_step_equals_the_contiguous_one(tmp_path, padded):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
     for k in w_ref:
         torch.testing.assert_close(w_cl[k].float(), w_ref[k].float(), rtol=1e-3, atol=2e-4, msg=k)
-
-
-def _contiguous(tr) -> None:
-    """The trainer's net and inputs in the contiguous layout (its layout before channels_last)."""
-    tr.channels_last = False
-    tr.model.to(memory_format=torch.contiguous_format)
-    if tr.own_head is not None:
-        tr.own_head.to(memory_format=torch.contiguous_format)
 
 
 def test_a_padded_step_trains_every_size_in_one_pass(tmp_path):
