@@ -369,8 +369,9 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     first (the best stays, timed on as many inputs as fit, at least one); then rounds go on
     while the next one fits. A choice so cut short (`complete` False) is cached unfinished and
     the next start goes on from it (see the module docstring). It can still overrun: by the
-    start-up of the last engine begun before the 60 % mark, by engines refused before one passes, by the best finalist's pass over one input, or where a call
-    runs slower than estimated."""
+    start-up of the last engine begun before the 60 % mark, by engines refused before one
+    passes, by the best finalist's pass over one input, or where a call runs slower than
+    estimated."""
     import torch
 
     from nets.backends import BackendUnavailable, CpuBackend, tolerance_of

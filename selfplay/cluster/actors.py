@@ -47,18 +47,18 @@ def _is_incarnation(v) -> bool:
     return _is_count(v) and v <= MAX_INCARNATION
 
 
-def _keep_aside(path: str) -> str | None:
+def _keep_aside(path: str) -> None:
     """Move `path` to ``PATH.unreadable`` (``PATH.unreadable.N`` if that exists: an earlier
-    bad file is never overwritten); the new name, or None if it could not be moved."""
+    bad file is never overwritten). Where it cannot be moved (an OSError, or 1,000 kept
+    already) it stays, to be replaced by the next save."""
     for n in range(1000):
         target = path + ".unreadable" + (f".{n}" if n else "")
         if not os.path.lexists(target):
             try:
                 os.replace(path, target)
             except OSError:
-                return None
-            return target
-    return None
+                pass
+            return
 
 
 def _valid_state(st, run_id: str) -> bool:
