@@ -302,6 +302,21 @@ def cpu_seconds(pid: int, reaped_children: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+@contextlib.contextmanager
+def held_lock(path: str | os.PathLike):
+    """Hold an exclusive ``flock`` on `path` (created if missing) for the ``with`` block,
+    waiting for another holder: read-modify-write of a file shared by processes (write the
+    file itself atomically inside). The kernel drops the lock with a dead holder."""
+    import fcntl
+
+    fd = os.open(os.fspath(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class LockedError(RuntimeError):
     """Another live process holds the directory lock."""
 

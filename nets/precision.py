@@ -23,9 +23,10 @@ has tried first, then the unsettled ones, then the best so far, and keeps the ea
 starts' figures for the engines it does not time (figures of different processes and
 possibly of fewer inputs, compared as they are); after
 :data:`AUTO_MAX_STARTS` starts the best so far is the choice (a slow machine pays the
-budget at most that many times). The cache holds only choices and their tables, never
-weights (and the loop's measured role costs, :mod:`selfplay.generation.cores`, through
-:func:`read_cache_entry`/:func:`write_cache_entry`).
+budget at most that many times); starts running at once are each counted, and keep one
+another's verdicts (the cache is read, merged and replaced under a lock). The cache holds
+only choices and their tables, never weights (and the loop's measured role costs,
+:mod:`selfplay.generation.cores`, through :func:`read_cache_entry`/:func:`write_cache_entry`).
 
 Units: GFLOP/s counts a multiply-add as two operations (int8: GOP/s, same convention).
 """
@@ -173,18 +174,26 @@ def _read_json_dict(path: Path) -> dict:
         return {}
 
 
-def _write_cache_entry(path: Path, key: str, value: dict) -> None:
-    """Add `key` to the JSON cache at `path` (at most 64 entries, oldest dropped), atomically;
-    a cache that cannot be written is logged, never fatal."""
-    from c4fast.runtime import atomic_write_json
+def _write_cache_entry(path: Path, key: str, value: dict, merge=None) -> None:
+    """Add `key` to the JSON cache at `path` (at most 64 entries, oldest dropped), atomically
+    and under a lock (``path.lock``) held from reading the file to replacing it, so that
+    processes writing at once lose none of each other's keys; with `merge`, the entry written
+    is ``merge(the entry now under key or None, value)``. A cache that cannot be written is
+    logged, never fatal."""
+    from c4fast.runtime import atomic_write_json, held_lock
 
-    data = _read_json_dict(path)
-    data[key] = value
-    while len(data) > 64:
-        data.pop(next(iter(data)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(str(path), data)
+        with held_lock(str(path) + ".lock"):
+            data = _read_json_dict(path)
+            if merge is not None:
+                current = data.get(key)
+                value = merge(current if isinstance(current, dict) else None, value)
+            data.pop(key, None)  # the newest entry goes last: the oldest are dropped first
+            data[key] = value
+            while len(data) > 64:
+                data.pop(next(iter(data)))
+            atomic_write_json(str(path), data)
     except OSError as e:
         log.warning("could not write the cache %s: %s", path, e)
 
@@ -281,12 +290,57 @@ def write_cache_entry(key: str, value: dict) -> None:
 
 def _write_cache(key: str, choice: ForwardChoice, tried=(), settled=()) -> None:
     """Cache `choice`; an unfinished one (not :attr:`ForwardChoice.final`) with the engines
-    its starts `tried` and those they `settled` (the next start does not time them again)."""
+    its starts `tried` and those they `settled` (the next start does not time them again).
+    Merged with an entry another start wrote meanwhile (:func:`_merge_starts`)."""
     entry = {"kind": choice.kind, "precision": choice.precision, "table": choice.table,
              "seconds": choice.seconds, "complete": choice.complete, "starts": choice.starts}
     if not choice.final:
         entry["tried"], entry["settled"] = sorted(tried), sorted(settled)
-    _write_cache_entry(_cache_path(), key, entry)
+    _write_cache_entry(_cache_path(), key, entry, merge=_merge_starts)
+
+
+def _count(v) -> int:
+    """A cached count of starts (a positive int, not a bool), else 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else 0
+
+
+def _merge_starts(current: dict | None, new: dict) -> dict:
+    """The entry to cache for a start whose choice is `new` when the cache now holds
+    `current` under the same key. `new` counts the starts read before this one; a `current`
+    with as many or more was written by another start meanwhile (starts running at once):
+    - `new` final (complete, or the last start), or no such `current`: `new`;
+    - `current` final (complete, or at the last start) and `new` not: `current` stays;
+    - both unfinished: this start is counted after that one (``starts`` = its count + 1,
+      final at :data:`AUTO_MAX_STARTS`, and then without its lists), the engines that one
+      settled and this one did not keep that one's verdict or figure, `tried` and `settled`
+      are the unions, and `kind` is the fastest figure of the merged table."""
+    if current is None or not isinstance(current.get("table"), dict) or _count(current.get("starts", 1)) < new["starts"]:
+        return new
+    final_new = new["complete"] or new["starts"] >= AUTO_MAX_STARTS
+    if final_new:
+        return new
+    if current.get("complete", True) is not False or _count(current.get("starts", 1)) >= AUTO_MAX_STARTS:
+        return current if current.get("kind") in current["table"] and _is_speed(current["table"].get(current["kind"])) \
+            else new
+    lists = [v if isinstance(v := current.get(k), list) else [] for k in ("tried", "settled")]
+    theirs_settled = {k for k in lists[1] if isinstance(k, str) and k in current["table"] and k in new["table"]}
+    table = dict(new["table"])  # every candidate of the key, in their order
+    for kind in theirs_settled - set(new["settled"]):
+        table[kind] = current["table"][kind]
+    starts = _count(current.get("starts", 1)) + 1
+    settled = set(new["settled"]) | theirs_settled
+    merged = {**new, "table": table, "starts": starts, "complete": set(table) <= settled}
+    speeds = {k: v for k, v in table.items() if _is_speed(v)}
+    if speeds:
+        merged["kind"] = max(speeds, key=lambda k: (speeds[k], -list(table).index(k)))
+        merged["precision"] = PRECISION_OF[merged["kind"]]
+    if merged["complete"] or starts >= AUTO_MAX_STARTS:
+        merged.pop("tried", None)
+        merged.pop("settled", None)
+    else:
+        merged["tried"] = sorted(set(new["tried"]) | {k for k in lists[0] if isinstance(k, str) and k in table})
+        merged["settled"] = sorted(settled)
+    return merged
 
 
 def time_engines(engines: dict, inputs, deadline: float, clock=time.perf_counter) -> dict:

@@ -301,3 +301,103 @@ def test_a_net_player_computes_in_openvino_bf16_only_where_the_cpu_has_bf16_unit
                         lambda path="/proc/cpuinfo": CpuInfo("AMX CPU", frozenset({"avx512_bf16", "amx_bf16"})))
     pytest.importorskip("openvino")
     assert auto_play_forward() == "ov_bf16"
+
+
+def _entry(starts, table, settled=None, tried=None, complete=False, kind=None):
+    e = {"kind": kind or max((k for k, v in table.items() if isinstance(v, float)), key=table.get),
+         "precision": "fp32", "table": table, "seconds": 1.0, "complete": complete, "starts": starts}
+    if settled is not None:
+        e["settled"], e["tried"] = sorted(settled), sorted(tried if tried is not None else settled)
+    e["precision"] = precision.PRECISION_OF[e["kind"]]
+    return e
+
+
+def test_a_start_that_wrote_meanwhile_is_counted_and_its_verdicts_kept():
+    """Two starts that read the same unfinished entry (or none) write in turn: the second's
+    entry counts both starts and keeps what only the first settled; a final entry of either
+    stands; an entry with fewer starts than this one read is an older one, replaced."""
+    skip = "skipped: starting engines used 60% of the 5 s budget"
+    first = _entry(1, {"ort": 10.0, "fused": skip, "bf16": "no bf16 instructions"}, settled={"bf16"},
+                   tried={"ort", "bf16"})
+    second = _entry(1, {"ort": skip, "fused": 20.0, "bf16": "no bf16 instructions"}, settled={"bf16", "fused"},
+                    tried={"fused", "bf16"})
+    merged = precision._merge_starts(first, second)
+    assert merged["starts"] == 2 and not merged["complete"]
+    assert merged["table"] == second["table"] and merged["kind"] == "fused" and merged["precision"] == "fp32"
+    assert merged["settled"] == ["bf16", "fused"] and merged["tried"] == ["bf16", "fused", "ort"]
+    # the first settled ort (timed on every input, faster): its figure and verdict are kept
+    first_timed = _entry(1, {"ort": 30.0, "fused": skip, "bf16": "no bf16 instructions"}, settled={"bf16", "ort"})
+    merged = precision._merge_starts(first_timed, second)
+    assert merged["table"]["ort"] == 30.0 and merged["kind"] == "ort" and merged["complete"]
+    assert "settled" not in merged and "tried" not in merged  # complete: no lists, as choose_forward writes it
+    # counted up to the last start, which is final
+    at_two = {**precision._merge_starts(first, second), "starts": precision.AUTO_MAX_STARTS - 1}
+    last = precision._merge_starts(at_two, {**second, "starts": 1})
+    assert last["starts"] == precision.AUTO_MAX_STARTS and "settled" not in last
+    # a final entry stands against an unfinished one, and a final new one replaces anything
+    done = _entry(1, {"ort": 10.0, "fused": 5.0, "bf16": "no bf16 instructions"}, complete=True)
+    assert precision._merge_starts(done, second) == done
+    assert precision._merge_starts(first, {**done, "starts": 1}) == {**done, "starts": 1}
+    assert precision._merge_starts(None, second) == second
+    assert precision._merge_starts({**first, "starts": 1}, {**second, "starts": 2}) == {**second, "starts": 2}
+    # a malformed entry written by hand: this start's own
+    assert precision._merge_starts({"starts": 5, "table": "x"}, second) == second
+    odd = precision._merge_starts({**first, "tried": ["ort", 7, ["x"]], "settled": "bf16"}, second)
+    assert odd["starts"] == 2 and odd["tried"] == ["bf16", "fused", "ort"] and odd["settled"] == ["bf16", "fused"]
+
+
+def _write_keys(cache_dir, name, n, barrier):
+    import os
+
+    os.environ["C4FAST_CACHE_DIR"] = cache_dir
+    barrier.wait()
+    for i in range(n):
+        precision.write_cache_entry(f"{name}-{i % 3}", {"writer": name, "i": i})
+
+
+def test_processes_writing_the_cache_at_once_lose_none_of_each_others_entries(tmp_path):
+    """Four real processes each rewrite three keys 40 times at once: every key holds its
+    writer's last value (without the lock, one's read-modify-write drops another's keys)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_write_keys, args=(str(tmp_path), f"w{j}", 40, barrier)) for j in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    data = json.loads((tmp_path / "forward.json").read_text())
+    assert {k: v for k, v in data.items()} == {f"w{j}-{r}": {"writer": f"w{j}", "i": 39 - (39 - r) % 3}
+                                               for j in range(4) for r in range(3)}
+
+
+def _choose_cut_short(cache_dir, barrier, out):
+    import os
+
+    os.environ["C4FAST_CACHE_DIR"] = cache_dir
+    torch.manual_seed(0)
+    net = build_model(get_preset("tiny")).eval()
+    barrier.wait()
+    out.put(choose_forward(net, [(9, 9), (12, 12)], batch=32, threads=1, budget_s=0.0).starts)
+
+
+def test_starts_cut_short_at_once_are_both_counted(tmp_path, small_net):
+    """Two real processes start ``auto`` with no budget at the same moment: each counts
+    itself as the first start, and the cache counts two."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_choose_cut_short, args=(str(tmp_path), barrier, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = sorted(out.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    key = precision._cache_key(small_net.config, 1, [(9, 9), (12, 12)], 32, precision.AUTO_CANDIDATES)
+    entry = json.loads((tmp_path / "forward.json").read_text())[key]
+    assert entry["starts"] == 2 and got in ([1, 1], [1, 2]), (entry, got)
+    assert not entry["complete"] and isinstance(entry["table"][entry["kind"]], float)
