@@ -220,43 +220,58 @@ def run_env():
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
-    """One cluster run (dummy preset, 2 nodes) with both faults injected; returns what it left."""
+    """One cluster run (dummy preset, 2 nodes) with both faults injected, stopped with Ctrl-C
+    once everything the tests check has happened (however slow the machine: the run's
+    budget is only a cap); returns what it left."""
     pytest.importorskip("ray")
     run = tmp_path_factory.mktemp("cluster") / "run"
     shm_before = shm_snapshot()
-    proc = subprocess.Popen(cluster_cmd(run, 1.5), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    err_path = run.parent / "driver.err"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(cluster_cmd(run, 12), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+    shards = lambda: list_shards([run / "data"]) if (run / "data").is_dir() else []  # noqa: E731
     try:
         # 1. a self-play actor killed mid-shard: once node n0 has delivered a shard
-        wait_for(lambda: (run / "data").is_dir() and
-                 any(shard_node(p)[0] == "n0" for p in list_shards([run / "data"])), 180,
-                 "a shard from n0 in DIR/data")
+        wait_for(lambda: any(shard_node(p)[0] == "n0" for p in shards()), 180, "a shard from n0 in DIR/data")
         state = json.loads((run / "nodes" / "n0" / "actor.json").read_text())
         os.kill(state["pid"], signal.SIGKILL)
         # 2. a self-play worker process killed on node n1 (selfplay.generation.run restarts it)
         victim = wait_for(lambda: [pid for pid in (int(re.search(r"_p(\d+)_", os.path.basename(p)).group(1))
-                                                   for p in list_shards([run / "data"]) if shard_node(p)[0] == "n1")
+                                                   for p in shards() if shard_node(p)[0] == "n1")
                                    if os.path.exists(f"/proc/{pid}")], 120, "a live self-play worker on n1")[0]
         os.kill(victim, signal.SIGKILL)
         # 3. the trainer crashes between storing the next shard and acknowledging it, once it has trained
         # (a trainer stopped while still importing has nothing to save, and the resume check needs a step)
-        wait_for(lambda: any(re.search(r"nets\.train: step \d+ loss", log.read_text())
-                             for log in (run / "trainer" / "logs").glob("train_i*.log")), 240,
-                 "the trainer's first logged step")
+        trainer_logs = lambda: sorted((run / "trainer" / "logs").glob("train_i*.log"))  # noqa: E731
+        wait_for(lambda: any(re.search(r"nets\.train: step \d+ loss", log.read_text()) for log in trainer_logs()),
+                 240, "the trainer's first logged step")
         (run / "faults").mkdir()
         (run / "faults" / "trainer_exit_after_store").write_text("")
-        stdout, stderr = proc.communicate(timeout=400)
+        # 4. Ctrl-C once all of it shows: the fault fired and the shard was sent again, the trainer
+        # resumed, n0's new actor and n1's new worker delivered shards, a checkpoint was rated
+        for cond, what in [
+                (lambda: (run / "faults" / "trainer_exit_after_store.fired").exists(), "the trainer's fault"),
+                (lambda: "already stored" in err_path.read_text(), "the unacknowledged shard sent again"),
+                (lambda: len(trainer_logs()) >= 2 and "resumed at step" in
+                 max(trainer_logs(), key=lambda p: int(p.stem.split("_i")[1])).read_text(), "the trainer's resume"),
+                (lambda: len({shard_node(p)[1] for p in shards() if shard_node(p)[0] == "n0"}) >= 2,
+                 "a shard of n0's restarted actor"),
+                (lambda: any("_r1_" in os.path.basename(p) for p in shards() if shard_node(p)[0] == "n1"),
+                 "a shard of n1's restarted worker"),
+                (lambda: (run / "ratings.json").exists(), "a rated checkpoint")]:
+            wait_for(cond, 300, what)
+            assert proc.poll() is None, f"the run ended before {what}: {err_path.read_text()[-4000:]}"
     finally:
-        if proc.poll() is None:  # a failed wait: stop the run cleanly, so that the cluster goes too
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=300)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        proc.send_signal(signal.SIGINT)  # a clean stop (also after a failed wait, so that the cluster goes too)
+        try:
+            stdout, _ = proc.communicate(timeout=400)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
     logs = sorted((run / "nodes").glob("*/logs/selfplay_i*.log"))  # this run's (later tests add more)
-    return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": stderr, "shm_before": shm_before,
-            "selfplay_logs": logs}
+    return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": err_path.read_text(),
+            "shm_before": shm_before, "selfplay_logs": logs}
 
 
 @pytest.mark.slow
@@ -343,7 +358,7 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
     seen = {shard_node(p) for p in list_shards([run / "data"])}
     shm_before = shm_snapshot()
     # the same command resumes; Ctrl-C once the trainer resumed and a new incarnation delivered a shard
-    proc = subprocess.Popen(cluster_cmd(run, 10), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cluster_cmd(run, 30), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: len(trainer_logs()) > n_logs and "resumed at step" in trainer_logs()[-1].read_text(),
