@@ -308,32 +308,43 @@ def _merge_starts(current: dict | None, new: dict) -> dict:
     """The entry to cache for a start whose choice is `new` when the cache now holds
     `current` under the same key. `new` counts the starts read before this one; a `current`
     with as many or more was written by another start meanwhile (starts running at once):
-    - `new` final (complete, or the last start), or no such `current`: `new`;
-    - `current` final (complete, or at the last start) and `new` not: `current` stays;
+    - no such `current` (none, fewer starts, or no figure for its `kind`), or `new`
+      complete: `new`;
+    - `current` complete: it stays; else `new` at the last start: `new`; else `current` at
+      the last start: it stays;
     - both unfinished: this start is counted after that one (``starts`` = its count + 1,
-      final at :data:`AUTO_MAX_STARTS`, and then without its lists), the engines that one
-      settled and this one did not keep that one's verdict or figure, `tried` and `settled`
-      are the unions, and `kind` is the fastest figure of the merged table."""
-    if current is None or not isinstance(current.get("table"), dict) or _count(current.get("starts", 1)) < new["starts"]:
+      final at :data:`AUTO_MAX_STARTS`, and then without its lists); as a next start keeps
+      its prior's, the engines that one settled and this one did not keep that one's verdict
+      or figure, and those left without a figure here keep that one's figure; `tried` and
+      `settled` are the unions; `kind` is the fastest figure of the merged table."""
+    table_now = current.get("table") if current is not None else None
+    if (not isinstance(table_now, dict) or not isinstance(current.get("kind"), str)
+            or not _is_speed(table_now.get(current["kind"])) or _count(current.get("starts", 1)) < new["starts"]):
         return new
-    final_new = new["complete"] or new["starts"] >= AUTO_MAX_STARTS
-    if final_new:
+    if new["complete"]:
         return new
-    if current.get("complete", True) is not False or _count(current.get("starts", 1)) >= AUTO_MAX_STARTS:
-        return current if current.get("kind") in current["table"] and _is_speed(current["table"].get(current["kind"])) \
-            else new
+    if current.get("complete", True) is not False:
+        return current
+    if new["starts"] >= AUTO_MAX_STARTS:
+        return new
+    if _count(current.get("starts", 1)) >= AUTO_MAX_STARTS:
+        return current
     lists = [v if isinstance(v := current.get(k), list) else [] for k in ("tried", "settled")]
-    theirs_settled = {k for k in lists[1] if isinstance(k, str) and k in current["table"] and k in new["table"]}
+    theirs_settled = {k for k in lists[1] if isinstance(k, str) and k in table_now and k in new["table"]}
     table = dict(new["table"])  # every candidate of the key, in their order
-    for kind in theirs_settled - set(new["settled"]):
-        table[kind] = current["table"][kind]
+    for kind in table:
+        if kind in theirs_settled - set(new["settled"]):
+            table[kind] = table_now[kind]
+        elif not _is_speed(table[kind]) and kind not in new["settled"] and _is_speed(table_now.get(kind)):
+            table[kind] = table_now[kind]
+    speeds = {k: v for k, v in table.items() if _is_speed(v)}
+    if not speeds:
+        return new
     starts = _count(current.get("starts", 1)) + 1
     settled = set(new["settled"]) | theirs_settled
-    merged = {**new, "table": table, "starts": starts, "complete": set(table) <= settled}
-    speeds = {k: v for k, v in table.items() if _is_speed(v)}
-    if speeds:
-        merged["kind"] = max(speeds, key=lambda k: (speeds[k], -list(table).index(k)))
-        merged["precision"] = PRECISION_OF[merged["kind"]]
+    kind = max(speeds, key=lambda k: (speeds[k], -list(table).index(k)))
+    merged = {**new, "kind": kind, "precision": PRECISION_OF[kind], "table": table, "starts": starts,
+              "complete": set(table) <= settled}
     if merged["complete"] or starts >= AUTO_MAX_STARTS:
         merged.pop("tried", None)
         merged.pop("settled", None)

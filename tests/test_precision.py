@@ -323,7 +323,8 @@ def test_a_start_that_wrote_meanwhile_is_counted_and_its_verdicts_kept():
                     tried={"fused", "bf16"})
     merged = precision._merge_starts(first, second)
     assert merged["starts"] == 2 and not merged["complete"]
-    assert merged["table"] == second["table"] and merged["kind"] == "fused" and merged["precision"] == "fp32"
+    assert merged["table"] == {**second["table"], "ort": 10.0}  # the figure ort had from the first
+    assert merged["kind"] == "fused" and merged["precision"] == "fp32"
     assert merged["settled"] == ["bf16", "fused"] and merged["tried"] == ["bf16", "fused", "ort"]
     # the first settled ort (timed on every input, faster): its figure and verdict are kept
     first_timed = _entry(1, {"ort": 30.0, "fused": skip, "bf16": "no bf16 instructions"}, settled={"bf16", "ort"})
@@ -340,8 +341,21 @@ def test_a_start_that_wrote_meanwhile_is_counted_and_its_verdicts_kept():
     assert precision._merge_starts(first, {**done, "starts": 1}) == {**done, "starts": 1}
     assert precision._merge_starts(None, second) == second
     assert precision._merge_starts({**first, "starts": 1}, {**second, "starts": 2}) == {**second, "starts": 2}
+    # a complete entry written meanwhile stands against one final only by its count of starts
+    assert precision._merge_starts({**done, "starts": 3}, {**second, "starts": 3}) == {**done, "starts": 3}
+    # an engine this start left without a figure keeps the other start's figure, and a verdict
+    # of the other start never leaves the merged choice without one
+    partial = _entry(1, {"ort": "probe 5.0 evals/s: below 1/1.5 of the best", "fused": 20.0,
+                         "bf16": "no bf16 instructions"}, settled={"bf16", "ort"}, tried={"ort", "fused", "bf16"})
+    only_ort = _entry(1, {"ort": 9.0, "fused": skip, "bf16": "no bf16 instructions"}, settled={"bf16"},
+                      tried={"ort", "bf16"})
+    merged = precision._merge_starts(partial, only_ort)
+    assert merged["table"]["fused"] == 20.0 and merged["kind"] == "fused" and merged["starts"] == 2
+    assert merged["table"]["ort"].startswith("probe ") and merged["settled"] == ["bf16", "ort"]
     # a malformed entry written by hand: this start's own
     assert precision._merge_starts({"starts": 5, "table": "x"}, second) == second
+    assert precision._merge_starts({**first, "kind": ["x"]}, second) == second
+    assert precision._merge_starts({**first, "kind": "fused"}, second) == second  # no figure for its kind
     odd = precision._merge_starts({**first, "tried": ["ort", 7, ["x"]], "settled": "bf16"}, second)
     assert odd["starts"] == 2 and odd["tried"] == ["bf16", "fused", "ort"] and odd["settled"] == ["bf16", "fused"]
 
