@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from _procs import leaked_shm, shm_snapshot, wait_for
 
+from c4fast.runtime import read_json
 from selfplay.cluster.transfer import Blob, Spool, TransferError, install_model, remove_temporaries, \
     sha256_bytes, store_blob
 from nets.shards import list_shards, read_shard, validate_shard
@@ -259,7 +260,7 @@ def faulty_run(tmp_path_factory):
                  "a shard of n0's restarted actor"),
                 (lambda: any("_r1_" in os.path.basename(p) for p in shards() if shard_node(p)[0] == "n1"),
                  "a shard of n1's restarted worker"),
-                (lambda: (run / "ratings.json").exists(), "a rated checkpoint")]:
+                (lambda: read_json(str(run / "cluster.json")).get("evaluated"), "a rated checkpoint")]:
             wait_for(cond, 300, what)
             assert proc.poll() is None, f"the run ended before {what}: {err_path.read_text()[-4000:]}"
     finally:
@@ -268,7 +269,7 @@ def faulty_run(tmp_path_factory):
             stdout, _ = proc.communicate(timeout=400)
         except subprocess.TimeoutExpired:
             proc.kill()
-            stdout, _ = proc.communicate()
+            stdout, _ = proc.communicate(timeout=60)  # a child left holding the pipe fails the test, not hangs it
     logs = sorted((run / "nodes").glob("*/logs/selfplay_i*.log"))  # this run's (later tests add more)
     return {"dir": run, "rc": proc.returncode, "stdout": stdout, "stderr": err_path.read_text(),
             "shm_before": shm_before, "selfplay_logs": logs}

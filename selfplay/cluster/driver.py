@@ -455,6 +455,9 @@ class RayPlacement:
         if not self.cfg.shared_fs:
             self.last_list = {t: 0.0 for t in self.nodes}
             self.spooled = {t: 1 for t in self.nodes}  # unknown until listed
+            # a Ctrl-C raised inside _pump may have left a shard marked busy with no upload or ack
+            # under way: such a shard would never be queued again; it is re-sent (stored once, by digest)
+            self.busy = {*self.inflight.values(), *self.acks.values()}
             deadline = time.monotonic() + self.cfg.grace
             while not self._drained() and time.monotonic() < deadline:
                 self._pump()
