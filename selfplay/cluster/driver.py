@@ -197,7 +197,6 @@ class RayPlacement:
         self.acks: dict = {}  # ack ref -> (tag, name)
         self.listing: dict = {}  # ready() ref -> tag
         self.queue: dict = {}  # tag -> names to upload
-        self.busy: set = set()  # (tag, name) with an upload or ack under way
         self.acked: set = set()
         self.last_list: dict = {}
         self.spooled: dict = {}  # tag -> shards in its spool at the last listing
@@ -315,7 +314,6 @@ class RayPlacement:
                 else:
                     log.warning("upload of %s from %s failed (%s); it stays in the spool and is retried",
                                 name, tag, _short(e))
-                self.busy.discard((tag, name))
                 continue
             self.uploads["stored" if res["stored"] else "duplicates"] += 1
             if not res["stored"]:
@@ -329,7 +327,7 @@ class RayPlacement:
             except RayError as e:
                 (log.debug if _actor_down(e) else log.warning)(
                     "ack of %s on %s failed (%s); the upload is repeated (a no-op)", name, tag, _short(e))
-            self.busy.discard((tag, name))
+        busy = {*self.inflight.values(), *self.acks.values()}  # (tag, name) with an upload or ack under way
         for ref in _ready(self.listing):
             tag = self.listing.pop(ref)
             try:
@@ -338,7 +336,7 @@ class RayPlacement:
                 log.debug("listing %s failed: %s", tag, _short(e))
                 continue
             self.spooled[tag] = len(names)
-            self.queue[tag] = [n for n in names if (tag, n) not in self.busy and (tag, n) not in self.acked]
+            self.queue[tag] = [n for n in names if (tag, n) not in busy and (tag, n) not in self.acked]
         for tag, actor in self.nodes.items():
             if tag not in self.listing.values() and now - self.last_list[tag] >= LIST_EVERY_S:
                 self.listing[actor.ready.remote()] = tag
@@ -349,7 +347,6 @@ class RayPlacement:
                     name = self.queue[tag].pop(0)
                     blob = self.nodes[tag].read.remote(name)
                     self.inflight[self.trainer.put.remote(blob)] = (tag, name)
-                    self.busy.add((tag, name))
                     break
 
     def _drained(self) -> bool:
@@ -455,9 +452,6 @@ class RayPlacement:
         if not self.cfg.shared_fs:
             self.last_list = {t: 0.0 for t in self.nodes}
             self.spooled = {t: 1 for t in self.nodes}  # unknown until listed
-            # a Ctrl-C raised inside _pump may have left a shard marked busy with no upload or ack
-            # under way: such a shard would never be queued again; it is re-sent (stored once, by digest)
-            self.busy = {*self.inflight.values(), *self.acks.values()}
             deadline = time.monotonic() + self.cfg.grace
             while not self._drained() and time.monotonic() < deadline:
                 self._pump()
