@@ -304,6 +304,12 @@ def _count(v) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else 0
 
 
+def _has_figure(entry: dict) -> bool:
+    """Whether a cached choice's table holds a figure (evals/s) for its `kind`."""
+    table, kind = entry.get("table"), entry.get("kind")
+    return isinstance(table, dict) and isinstance(kind, str) and _is_speed(table.get(kind))
+
+
 def _merge_starts(current: dict | None, new: dict) -> dict:
     """The entry to cache for a start whose choice is `new` when the cache now holds
     `current` under the same key. `new` counts the starts read before this one; a `current`
@@ -317,18 +323,16 @@ def _merge_starts(current: dict | None, new: dict) -> dict:
       its prior's, the engines that one settled and this one did not keep that one's verdict
       or figure, and those left without a figure here keep that one's figure; `tried` and
       `settled` are the unions; `kind` is the fastest figure of the merged table."""
-    table_now = current.get("table") if current is not None else None
-    if (not isinstance(table_now, dict) or not isinstance(current.get("kind"), str)
-            or not _is_speed(table_now.get(current["kind"])) or _count(current.get("starts", 1)) < new["starts"]):
-        return new
-    if new["complete"]:
+    theirs = _count(current.get("starts", 1)) if current is not None else 0
+    if theirs < new["starts"] or not _has_figure(current) or new["complete"]:
         return new
     if current.get("complete", True) is not False:
         return current
     if new["starts"] >= AUTO_MAX_STARTS:
         return new
-    if _count(current.get("starts", 1)) >= AUTO_MAX_STARTS:
+    if theirs >= AUTO_MAX_STARTS:
         return current
+    table_now = current["table"]
     lists = [v if isinstance(v := current.get(k), list) else [] for k in ("tried", "settled")]
     theirs_settled = {k for k in lists[1] if isinstance(k, str) and k in table_now and k in new["table"]}
     table = dict(new["table"])  # every candidate of the key, in their order
@@ -340,7 +344,7 @@ def _merge_starts(current: dict | None, new: dict) -> dict:
     speeds = {k: v for k, v in table.items() if _is_speed(v)}
     if not speeds:
         return new
-    starts = _count(current.get("starts", 1)) + 1
+    starts = theirs + 1
     settled = set(new["settled"]) | theirs_settled
     kind = max(speeds, key=lambda k: (speeds[k], -list(table).index(k)))
     merged = {**new, "kind": kind, "precision": PRECISION_OF[kind], "table": table, "starts": starts,
@@ -450,10 +454,8 @@ def choose_forward(model, sizes, batch: int, threads: int, candidates=AUTO_CANDI
     prior: dict = {}  # an earlier start's choice that its budget cut short: go on from it
     if use_cache:
         hit = _read_cache().get(key)
-        if (isinstance(hit, dict) and hit.get("kind") in candidates and isinstance(hit.get("table"), dict)
-                and _is_speed(hit["table"].get(hit["kind"]))):  # else (a hand edit) measure afresh
-            starts = hit.get("starts", 1)
-            starts = starts if isinstance(starts, int) and not isinstance(starts, bool) and starts >= 1 else 1
+        if isinstance(hit, dict) and hit.get("kind") in candidates and _has_figure(hit):  # else (a hand edit) afresh
+            starts = _count(hit.get("starts", 1)) or 1
             choice = ForwardChoice(hit["kind"], PRECISION_OF[hit["kind"]], hit["table"], hit.get("seconds", 0.0),
                                    True, hit.get("complete", True) is not False, starts)
             if choice.final:

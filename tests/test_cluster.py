@@ -215,6 +215,11 @@ def shard_node(path) -> tuple[str, int]:
     return m.group(1), int(m.group(2))
 
 
+def trainer_logs(run) -> list:
+    """The trainer's logs of the run, one per incarnation, in incarnation order."""
+    return sorted((run / "trainer" / "logs").glob("train_i*.log"), key=lambda p: int(p.stem.split("_i")[1]))
+
+
 def run_env():
     return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
 
@@ -244,8 +249,7 @@ def faulty_run(tmp_path_factory):
         os.kill(victim, signal.SIGKILL)
         # 3. the trainer crashes between storing the next shard and acknowledging it, once it has trained
         # (a trainer stopped while still importing has nothing to save, and the resume check needs a step)
-        trainer_logs = lambda: sorted((run / "trainer" / "logs").glob("train_i*.log"))  # noqa: E731
-        wait_for(lambda: any(re.search(r"nets\.train: step \d+ loss", log.read_text()) for log in trainer_logs()),
+        wait_for(lambda: any(re.search(r"nets\.train: step \d+ loss", log.read_text()) for log in trainer_logs(run)),
                  240, "the trainer's first logged step")
         (run / "faults").mkdir()
         (run / "faults" / "trainer_exit_after_store").write_text("")
@@ -254,8 +258,8 @@ def faulty_run(tmp_path_factory):
         for cond, what in [
                 (lambda: (run / "faults" / "trainer_exit_after_store.fired").exists(), "the trainer's fault"),
                 (lambda: "already stored" in err_path.read_text(), "the unacknowledged shard sent again"),
-                (lambda: len(trainer_logs()) >= 2 and "resumed at step" in
-                 max(trainer_logs(), key=lambda p: int(p.stem.split("_i")[1])).read_text(), "the trainer's resume"),
+                (lambda: len(trainer_logs(run)) >= 2 and "resumed at step" in trainer_logs(run)[-1].read_text(),
+                 "the trainer's resume"),
                 (lambda: len({shard_node(p)[1] for p in shards() if shard_node(p)[0] == "n0"}) >= 2,
                  "a shard of n0's restarted actor"),
                 (lambda: any("_r1_" in os.path.basename(p) for p in shards() if shard_node(p)[0] == "n1"),
@@ -334,7 +338,7 @@ def test_local_cluster_survives_a_killed_selfplay_actor_and_a_trainer_crash(faul
         assert json.loads(last[-1])["games"] == games_in_shards.get(("n0", inc), 0), log
 
     # the trainer stopped cleanly when its actor died and resumed exactly where it stopped
-    logs = sorted((run / "trainer" / "logs").glob("train_i*.log"), key=lambda p: int(p.stem.split("_i")[1]))
+    logs = trainer_logs(run)
     assert len(logs) >= 2
     first, second = logs[-2].read_text(), logs[-1].read_text()
     saved = re.findall(r"interrupted at step (\d+): saving", first)
@@ -353,16 +357,14 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
     # a real leak never clears; entries of other jobs on the machine do, once their owners exit
     wait_for(lambda: not leaked_shm(faulty_run["shm_before"]), 60, "no leaked /dev/shm entry")
     before = json.loads(faulty_run["stdout"].strip().splitlines()[-1])
-    trainer_logs = lambda: sorted((run / "trainer" / "logs").glob("train_i*.log"),  # noqa: E731
-                                  key=lambda p: int(p.stem.split("_i")[1]))
-    n_logs = len(trainer_logs())
+    n_logs = len(trainer_logs(run))
     seen = {shard_node(p) for p in list_shards([run / "data"])}
     shm_before = shm_snapshot()
     # the same command resumes; Ctrl-C once the trainer resumed and a new incarnation delivered a shard
     proc = subprocess.Popen(cluster_cmd(run, 30), cwd=ROOT, env=run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: len(trainer_logs()) > n_logs and "resumed at step" in trainer_logs()[-1].read_text(),
+        wait_for(lambda: len(trainer_logs(run)) > n_logs and "resumed at step" in trainer_logs(run)[-1].read_text(),
                  180, "the trainer to resume")
         wait_for(lambda: {shard_node(p) for p in list_shards([run / "data"])} - seen, 180,
                  "a shard of a new self-play incarnation")
@@ -372,7 +374,7 @@ def test_nothing_is_left_behind_and_the_same_command_resumes(faulty_run):
     assert proc.returncode == 0, (stdout + stderr)[-4000:]
     after = json.loads(stdout.strip().splitlines()[-1])
     print("resumed run summary:", json.dumps(after))
-    assert re.search(rf"resumed at step {before['steps']}\b", trainer_logs()[n_logs].read_text())
+    assert re.search(rf"resumed at step {before['steps']}\b", trainer_logs(run)[n_logs].read_text())
     assert after["elapsed_s"] > before["elapsed_s"] and after["steps"] >= before["steps"]
     assert after["shards"] > before["shards"] and after["left_in_spools"] == {}
     ids = [i for p in list_shards([run / "data"]) for i in read_shard(p)["games"]["game_id"].tolist()]
