@@ -80,14 +80,17 @@ def role_of(pid: int, root_role: str) -> str:
 
 
 def sample(pid: int) -> dict | None:
-    """{'rss_mb', 'fds', 'threads'} of `pid`, None if it is gone."""
+    """{'rss_mb', 'fds', 'threads'} of `pid`, None if it is gone or exiting (a process that
+    has released its memory, a zombie among them, has no ``VmRSS`` line)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             status = dict(line.split(":", 1) for line in f if ":" in line)
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, ValueError):
         return None
-    rss_kb = int(status.get("VmRSS", "0 kB").split()[0])
+    if "VmRSS" not in status:
+        return None
+    rss_kb = int(status["VmRSS"].split()[0])
     return {"rss_mb": rss_kb / 1024.0, "fds": fds, "threads": int(status.get("Threads", "0").strip() or 0)}
 
 
