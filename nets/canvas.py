@@ -23,9 +23,8 @@ Off-board cells of the residual stream are zeroed after every block, so nothing 
 on-board values is ever read. Outputs: policy logits (B, S, S), of which the board's
 cells are the per-size net's (the rest is meaningless), and value logits (B, 3) ((B, 4)
 with the moves-left head: its 4th column in plies / (H * W) of each position's own board);
-built with the training-only ownership head, also its logits (B, 3, S, S), and with the
-training-only soft policy head its logits (B, 1, S, S) after them: the per-size heads' on
-the board's cells.
+built with the training-only ownership head, also its logits (B, 3, S, S), the per-size
+head's on the board's cells.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nets.model import CellHead, Net, OwnershipHead, SoftPolicyHead
+from nets.model import Net, OwnershipHead
 
 __all__ = ["CANVAS", "CanvasNet", "board_mask", "canvas_batch", "masked_batch_norm", "masked_global_pool",
            "to_canvas"]
@@ -154,14 +153,12 @@ def masked_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, mask: torch.Tensor, c
 class CanvasNet(nn.Module):
     """A :class:`nets.model.Net`'s function on the masked canvas (its modules, shared: one
     set of weights serves both; see the module docstring), and with `own_head` that training-
-    only head's too (:class:`nets.model.OwnershipHead`, shared with the per-size step), and with
-    `soft_head` the soft policy head's (:class:`nets.model.SoftPolicyHead`)."""
+    only head's too (:class:`nets.model.OwnershipHead`, shared with the per-size step)."""
 
-    def __init__(self, net: Net, own_head: OwnershipHead | None = None, soft_head: SoftPolicyHead | None = None):
+    def __init__(self, net: Net, own_head: OwnershipHead | None = None):
         super().__init__()
         self.net = net
         self.own_head = own_head
-        self.soft_head = soft_head
         self.config = net.config
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, groups: int = 1) -> tuple[torch.Tensor, ...]:
@@ -169,8 +166,7 @@ class CanvasNet(nn.Module):
         in training, batch-norm statistics per each of that many equal consecutive groups of the
         batch (B divisible by it; the trainer's one group per board size).
         Returns (policy logits (B, S, S), value logits (B, 3), or (B, 4) with the moves-left head),
-        then with the ownership head its logits (B, 3, S, S), then with the soft policy head its
-        logits (B, 1, S, S) (both meaningless off the board)."""
+        and with the ownership head its logits (B, 3, S, S) third (meaningless off the board)."""
         if not x.is_floating_point():
             x = x.float()
         if x.shape[0] % groups:
@@ -202,10 +198,8 @@ class CanvasNet(nn.Module):
         a = ph.conv_p(trunk) + ph.glinear(g)[:, :, None, None]
         policy = ph.conv_out(act(ph.norm, a))[:, 0]
         v = masked_global_pool(act(vh.norm, vh.conv(trunk)), mask, area)
-
-        def cell_head(head: CellHead) -> torch.Tensor:
-            return head.conv_out(act(head.norm, head.conv(trunk)))
-
-        heads = [cell_head(h) for h in (self.own_head, self.soft_head) if h is not None]
-        return (policy, vh.fc2(F.relu(vh.fc1(v))), *heads)
+        if self.own_head is None:
+            return policy, vh.fc2(F.relu(vh.fc1(v)))
+        oh = self.own_head
+        return policy, vh.fc2(F.relu(vh.fc1(v))), oh.conv_out(act(oh.norm, oh.conv(trunk)))
 

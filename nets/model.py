@@ -37,7 +37,7 @@ from torch import nn
 
 from nets.config import NetConfig
 
-__all__ = ["CellHead", "Net", "OwnershipHead", "SoftPolicyHead", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
+__all__ = ["Net", "OwnershipHead", "build_model", "count_parameters", "global_pool", "predict", "torch_wdl_outputs"]
 
 
 def torch_wdl_outputs(value: torch.Tensor, cells) -> torch.Tensor:
@@ -151,36 +151,20 @@ class ValueHead(nn.Module):
         return self.fc2(F.relu(self.fc1(g)))
 
 
-class CellHead(nn.Module):
-    """A training-only auxiliary head on the trunk: (B, c, H, W) -> logits (B, outputs, H, W),
-    one set per cell. 1x1 conv c -> p, BN, ReLU, 1x1 conv p -> outputs. Lives in the
-    training state, never in a checkpoint."""
-
-    outputs = 1
+class OwnershipHead(nn.Module):
+    """Training-only auxiliary head (KataGo's ownership): trunk (B, c, H, W) -> logits
+    (B, 3, H, W) of what each cell holds when the game ends: the side to move's stone, the
+    opponent's, or nothing (:data:`nets.train.OWNERSHIP_CLASSES`). 1x1 conv c -> p, BN,
+    ReLU, 1x1 conv p -> 3. Lives in the training state, never in a checkpoint."""
 
     def __init__(self, c: int, p: int):
         super().__init__()
         self.conv = _conv(c, p, 1)
         self.norm = nn.BatchNorm2d(p)
-        self.conv_out = _conv(p, self.outputs, 1, bias=True)
+        self.conv_out = _conv(p, 3, 1, bias=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv_out(F.relu(self.norm(self.conv(x))))
-
-
-class OwnershipHead(CellHead):
-    """KataGo's ownership: logits (B, 3, H, W) of what each cell holds when the game ends: the
-    side to move's stone, the opponent's, or nothing (:data:`nets.train.OWNERSHIP_CLASSES`)."""
-
-    outputs = 3
-
-
-class SoftPolicyHead(CellHead):
-    """KataGo's auxiliary soft policy: logits (B, 1, H, W) of the policy target raised to the
-    power 1 / T and renormalised (``nets.train.losses``): it spreads the gradient over the
-    columns the search ranked below its choice."""
-
-    outputs = 1
 
 
 class Net(nn.Module):

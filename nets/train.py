@@ -51,7 +51,7 @@ from nets.averaging import RunningAverage, bn_batches, reestimate_bn
 from nets.checkpoint import checkpoint_name, save_checkpoint
 from nets.config import NetConfig, get_preset
 from nets.canvas import CanvasNet, canvas_batch
-from nets.model import OwnershipHead, SoftPolicyHead, build_model
+from nets.model import OwnershipHead, build_model
 from nets.precision import PrecisionUnavailable
 from nets.replay import Batch, ReplayWindow, WindowConfig
 from nets.shards import ShardError, list_shards
@@ -106,12 +106,6 @@ class TrainConfig:
         "weight of KataGo's ownership target: a training-only head on the trunk learns what each cell holds when "
         "the sample's game ends (the side to move's stone, the opponent's, empty; cross-entropy averaged over the "
         "board's cells; 0: no head)"))
-    soft_policy_weight: float = field(default=0.0, metadata=opt(
-        "weight of KataGo's auxiliary soft policy target: a training-only head on the trunk learns the policy "
-        "target raised to the power 1 / --soft-policy-temp and renormalised (soft cross-entropy over the legal "
-        "cells, weighted as the policy loss; 0: no head)"))
-    soft_policy_temp: float = field(default=4.0, metadata=opt(
-        "the soft policy target's temperature T: target ** (1 / T), renormalised (KataGo's 4)"))
     warmup_fraction: float = field(default=0.05, metadata=opt("share of --steps at lr/3"))
     anneal_fraction: float = field(default=0.72, metadata=opt("share of --steps before lr/10"))
     warmup_steps: int = field(default=200, metadata=opt("warm-up steps at lr/3 when --steps is 0"))
@@ -174,10 +168,6 @@ class TrainConfig:
         if not (isinstance(self.ownership_weight, (int, float)) and not isinstance(self.ownership_weight, bool)
                 and math.isfinite(self.ownership_weight) and self.ownership_weight >= 0):
             raise ValueError(f"TrainConfig.ownership_weight must be a finite number >= 0, got {self.ownership_weight!r}")
-        for f, low in (("soft_policy_weight", 0.0), ("soft_policy_temp", 1.0)):
-            v = getattr(self, f)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= low):
-                raise ValueError(f"TrainConfig.{f} must be a finite number >= {low:g}, got {v!r}")
 
     def check_net(self, net: NetConfig) -> None:
         """ValueError unless `net` fits these settings: a moves-left loss needs the head.
@@ -280,11 +270,10 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
            mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1,
-           own_head=None, ownership_weight: float = 0.0, soft_head=None, soft_policy_weight: float = 0.0,
-           soft_policy_temp: float = 4.0):
+           own_head=None, ownership_weight: float = 0.0):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy,
-    moves-left loss, ownership loss and soft policy loss of one batch (0-dim tensors on
-    `device`; nothing here waits for the device).
+    moves-left loss and ownership loss of one batch (0-dim tensors on `device`; nothing here
+    waits for the device).
 
     The value target is the game's outcome (win/draw/loss for the side to move) or, with
     ``value_mix`` m > 0, the distribution ``(1 - m) * onehot(outcome) + m * root_wdl``
@@ -305,36 +294,23 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     on): each cell's cross-entropy against what it holds at the game's end
     (:data:`OWNERSHIP_CLASSES`, from ``batch.ownership``: +1, -1, 0), averaged over the
     board's H * W cells (the forbidden cell is always empty) and summed over the samples;
-    added to the total times `ownership_weight`. Without the head it is 0.
-
-    Soft policy (`soft_head`, a :class:`nets.model.SoftPolicyHead`; on a canvas the
-    :class:`nets.canvas.CanvasNet` carries it): the policy target raised to the power
-    1 / `soft_policy_temp` and renormalised over each sample's cells (cells without target
-    mass stay at 0), its soft cross-entropy against the head's log-softmax over the legal
-    cells, weighted per sample as the policy loss (``policy_weight``) and summed; added to
-    the total times `soft_policy_weight`. Without the head it is 0."""
+    added to the total times `ownership_weight`. Without the head it is 0."""
     x = to_device(batch.planes, device)
     if x.is_cuda or channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    own_logits = soft_logits = None
+    own_logits = None
     if own_head is not None and batch.ownership is None:
         raise ValueError("the ownership head needs the batch's ownership targets (ReplayWindow(ownership=True))")
     if mask is not None:
         out = model(x, to_device(mask, device), groups)
         pol, val = out[:2]
-        extra = list(out[2:])  # the canvas net's own heads, in order: ownership, soft policy
-        carried = {k: extra.pop(0) if getattr(model, k, None) is not None else None for k in ("own_head", "soft_head")}
-        for name, key, head in (("ownership", "own_head", own_head), ("soft policy", "soft_head", soft_head)):
-            if head is not None and carried[key] is None:
-                raise ValueError(f"the canvas net carries no {name} head: build it as CanvasNet(net, own_head, "
-                                 "soft_head)")
-        own_logits = carried["own_head"] if own_head is not None else None
-        soft_logits = carried["soft_head"][:, 0] if soft_head is not None else None
-    elif own_head is not None or soft_head is not None:
+        if own_head is not None:
+            if len(out) != 3:
+                raise ValueError("the canvas net carries no ownership head: build it as CanvasNet(net, own_head)")
+            own_logits = out[2]
+    elif own_head is not None:
         trunk = model.trunk(x)
-        pol, val = model.policy_head(trunk), model.value_head(trunk)
-        own_logits = None if own_head is None else own_head(trunk)
-        soft_logits = None if soft_head is None else soft_head(trunk)[:, 0]
+        pol, val, own_logits = model.policy_head(trunk), model.value_head(trunk), own_head(trunk)
     else:
         pol, val = model(x)
     legal = to_device(batch.legal, device)
@@ -373,8 +349,8 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     if val.shape[1] == 4 and (batch.plies_left is not None or moves_left_weight > 0):
         if batch.plies_left is None:
             raise ValueError("moves_left_weight > 0 needs the samples' plies_left")
-        left_target = to_device(batch.plies_left, device).float() / cells
-        ml_loss = F.huber_loss(val[:, 3].float(), left_target, reduction="sum", delta=MOVES_LEFT_HUBER_DELTA)
+        target = to_device(batch.plies_left, device).float() / cells
+        ml_loss = F.huber_loss(val[:, 3].float(), target, reduction="sum", delta=MOVES_LEFT_HUBER_DELTA)
         if moves_left_weight > 0:
             total = total + moves_left_weight * ml_loss
     else:
@@ -393,15 +369,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         total = total + ownership_weight * own_loss
     else:
         own_loss = torch.zeros((), device=val.device)
-    if soft_logits is not None:
-        soft = target.flatten(1).clamp(min=0) ** (1.0 / soft_policy_temp)
-        soft = soft / soft.sum(1, keepdim=True).clamp(min=1e-30)  # a sample without target mass stays 0
-        slogp = F.log_softmax(soft_logits.float().flatten(1).masked_fill(~legal.flatten(1), -1e9), dim=1)
-        soft_loss = (w * -(soft * slogp).sum(1)).sum()
-        total = total + soft_policy_weight * soft_loss
-    else:
-        soft_loss = torch.zeros((), device=val.device)
-    return total, policy_loss, value_loss, entropy, ml_loss, own_loss, soft_loss
+    return total, policy_loss, value_loss, entropy, ml_loss, own_loss
 
 
 class Trainer:
@@ -428,12 +396,15 @@ class Trainer:
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.l2)
-        # the training-only heads (TrainConfig.ownership_weight, soft_policy_weight), each with its optimizer
-        self.own_head, self.own_opt = self._cell_head(OwnershipHead) if cfg.ownership_weight > 0 else (None, None)
-        self.soft_head, self.soft_opt = (self._cell_head(SoftPolicyHead) if cfg.soft_policy_weight > 0
-                                         else (None, None))
-        # the same weights (and training-only heads) on the masked canvas (TrainConfig.padded)
-        self.canvas = CanvasNet(self.model, self.own_head, self.soft_head)
+        self.own_head = self.own_opt = None  # the training-only ownership head (TrainConfig.ownership_weight)
+        if cfg.ownership_weight > 0:
+            self.own_head = OwnershipHead(self.net_config.channels, self.net_config.policy_channels).to(self.device)
+            if self.channels_last:
+                self.own_head = self.own_head.to(memory_format=torch.channels_last)
+            self.own_opt = torch.optim.SGD(self.own_head.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                           weight_decay=cfg.l2)
+        # the same weights (and ownership head) on the masked canvas (TrainConfig.padded)
+        self.canvas = CanvasNet(self.model, self.own_head)
         # On the CPU dynamic shapes from the first compile: one or two cold compiles (~1.5 min each on 2
         # cores) for the run instead of one for each new batch size and canvas until automatic dynamic
         # shapes take over (a 12-minute loop's first step came after 1.7 instead of 2.8 minutes). On CUDA
@@ -451,27 +422,6 @@ class Trainer:
                         else RunningAverage(cfg.average, cfg.average_last, cfg.average_decay))
         self.served = None  # the net that carries the served average (built at its first save)
 
-    def _cell_head(self, cls):
-        """A training-only head `cls` on this net's trunk, on the trainer's device and layout, and
-        its SGD optimizer (the net's settings)."""
-        head = cls(self.net_config.channels, self.net_config.policy_channels).to(self.device)
-        if self.channels_last:
-            head = head.to(memory_format=torch.channels_last)
-        return head, torch.optim.SGD(head.parameters(), lr=self.cfg.lr, momentum=self.cfg.momentum,
-                                     weight_decay=self.cfg.l2)
-
-    @property
-    def heads(self) -> list[tuple[str, torch.nn.Module, torch.optim.Optimizer]]:
-        """The training-only heads that are on: (training-state key, head, optimizer)."""
-        return [(k, h, o) for k, h, o in (("own_head", self.own_head, self.own_opt),
-                                          ("soft_head", self.soft_head, self.soft_opt)) if h is not None]
-
-    def _modules(self) -> list[torch.nn.Module]:
-        return [self.model] + [h for _, h, _ in self.heads]
-
-    def _optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.opt] + [o for _, _, o in self.heads]
-
     # ----------------------------------------------------------- state
     @property
     def state_path(self) -> str:
@@ -482,7 +432,8 @@ class Trainer:
         (NonFiniteLossError) to write weights that hold NaN or infinity. With
         ``TrainConfig.average`` the checkpoint is the average (:meth:`_save_average`; batch norm
         re-estimated on `window`) and the training state carries the average's state."""
-        for name, t in ((n, t) for m in self._modules() for n, t in m.state_dict().items()):
+        modules = [self.model] + ([self.own_head] if self.own_head is not None else [])
+        for name, t in ((n, t) for m in modules for n, t in m.state_dict().items()):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 raise NonFiniteLossError(f"step {self.step}: {name} holds non-finite values; not saving")
         os.makedirs(os.path.join(self.out, "models"), exist_ok=True)
@@ -506,9 +457,9 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
             "torch_rng": torch.get_rng_state(),
-            "own_head": None, "soft_head": None,
-            **{key: {"model": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()},
-                     "optimizer": opt_.state_dict()} for key, head, opt_ in self.heads},
+            "own_head": None if self.own_head is None else {
+                "model": {k: v.detach().cpu().clone() for k, v in self.own_head.state_dict().items()},
+                "optimizer": self.own_opt.state_dict()},
         }
 
     def _save_average(self, window: ReplayWindow | None) -> str:
@@ -551,9 +502,9 @@ class Trainer:
         """Restore from OUT/train_state.pt (raises ValueError naming the problem). States
         written before the opponent-policy head was removed (commit 0f5c532 has it) carry an
         ``opp_head`` key, None unless the head was on; it is ignored, and a state trained
-        with the head or with ``drop_planes`` resumes as a plain net. The training-only heads
-        (``own_head``, ``soft_head``) resume where the run has them on; a state without one
-        starts a fresh head (with a warning), and a run with one off ignores a saved one."""
+        with the head or with ``drop_planes`` resumes as a plain net. The ownership head
+        (``own_head``) resumes where the run has it on; a state without it starts a fresh
+        head (with a warning), and a run with it off ignores a saved one."""
         try:
             state = torch.load(self.state_path, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001
@@ -574,14 +525,13 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
         self.samples_trained = int(state["samples_trained"])
-        for key, head, opt_ in self.heads:
-            saved = state.get(key)
+        if self.own_head is not None:
+            saved = state.get("own_head")
             if saved is None:
-                log.warning("%s holds no %s head: it starts fresh at step %d", self.state_path,
-                            "ownership" if key == "own_head" else "soft policy", self.step)
+                log.warning("%s holds no ownership head: it starts fresh at step %d", self.state_path, self.step)
             else:
-                head.load_state_dict(saved["model"])
-                opt_.load_state_dict(saved["optimizer"])
+                self.own_head.load_state_dict(saved["model"])
+                self.own_opt.load_state_dict(saved["optimizer"])
         if self.average is not None:  # the average's state travels in the training state
             saved = state.get("average")
             if saved is None or not self.average.load_state_dict(saved):
@@ -599,14 +549,13 @@ class Trainer:
             raise ValueError("the replay window is empty")
         self.model.train()
         lr = self.cfg.lr_at(self.step)
-        opts = self._optimizers()
+        opts = [self.opt] + ([self.own_opt] if self.own_opt is not None else [])
         for opt_ in opts:
             for g in opt_.param_groups:
                 g["lr"] = lr
             opt_.zero_grad(set_to_none=True)
         n_total = self.cfg.per_size * len(sizes)
-        sums = torch.zeros(7, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left,
-        # ownership, soft policy
+        sums = torch.zeros(6, dtype=torch.float64, device=self.device)  # loss, policy, value, entropy, moves left, own
         mlw = self.cfg.moves_left_weight
         use_amp = self.precision == "bf16"
         if self.cfg.padded:  # one pass: every size's samples on the masked canvas (same draws, BN per size)
@@ -614,12 +563,13 @@ class Trainer:
         for size in () if self.cfg.padded else sizes:
             batch = window.sample(self.rng, size, self.cfg.per_size)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                parts = losses(self.model, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                               self.channels_last, moves_left_weight=mlw, value_distance=self.cfg.value_distance,
-                               **self._head_losses())
-            (parts[0] / n_total).backward()
-            sums += torch.stack([t.detach() for t in parts]).double()
-        tot, pol, val, ent, mll, own_l, soft_l = sums.tolist()  # the step's only host synchronisation
+                loss, p, v, e, ml, own = losses(self.model, batch, self.device, self.cfg.value_weight,
+                                                self.cfg.value_mix, self.channels_last,
+                                                moves_left_weight=mlw, value_distance=self.cfg.value_distance,
+                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
+            (loss / n_total).backward()
+            sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
+        tot, pol, val, ent, mll, own_l = sums.tolist()  # the step's only host synchronisation
         if not math.isfinite(tot):  # before the step: the weights stay as they were
             raise NonFiniteLossError(f"step {self.step}: the loss is {tot / n_total} (value {val / n_total}, "
                                      f"policy {pol / n_total}); the data or the learning rate is bad; "
@@ -634,27 +584,21 @@ class Trainer:
             out["moves_left_loss"] = mll / n_total
         if self.own_head is not None:  # cross-entropy per cell, averaged over the board
             out["ownership_loss"] = own_l / n_total
-        if self.soft_head is not None:  # soft cross-entropy per sample, weighted as the policy loss
-            out["soft_policy_loss"] = soft_l / n_total
         return out
-
-    def _head_losses(self) -> dict:
-        """:func:`losses`'s keywords for the training-only heads."""
-        return dict(own_head=self.own_head, ownership_weight=self.cfg.ownership_weight, soft_head=self.soft_head,
-                    soft_policy_weight=self.cfg.soft_policy_weight, soft_policy_temp=self.cfg.soft_policy_temp)
 
     def _padded_pass(self, batches: list[Batch], n_total: int) -> torch.Tensor:
         """Forward and backward of one canvas batch of `batches` (one per board size, each a
         batch-norm group; the canvas as large as their largest board, no larger); gradients
         accumulate scaled by 1 / `n_total`. Returns the summed (loss, policy, value, entropy,
-        moves left, ownership, soft policy) on the device, float64."""
+        moves left, ownership) on the device, float64."""
         batch, mask = canvas_batch(batches, side=None)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            parts = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight, self.cfg.value_mix,
-                           self.channels_last, mask, self.cfg.moves_left_weight, self.cfg.value_distance,
-                           groups=len(batches), **self._head_losses())
-        (parts[0] / n_total).backward()
-        return torch.stack([t.detach() for t in parts]).double()
+            loss, p, v, e, ml, own = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
+                                            self.cfg.value_mix, self.channels_last, mask,
+                                            self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches),
+                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
+        (loss / n_total).backward()
+        return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
 
     def warm_up(self, sizes) -> float:
         """Compile the padded step (``TrainConfig.compile``) for a window of `sizes` ((H, W)
@@ -674,7 +618,7 @@ class Trainer:
                                  np.ones(n, np.int64), np.ones((n, h, w), bool),
                                  np.tile(np.float32([0.0, 1.0, 0.0]), (n, 1)), np.ones(n, np.float32),
                                  None if self.own_head is None else np.zeros((n, h, w), np.float32)))
-        modules = self._modules()
+        modules = [self.model] + ([self.own_head] if self.own_head is not None else [])
         kept = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in modules]
         self.model.train()
         self._padded_pass(batches, n * len(batches)).tolist()  # waits for the device: the compile is done
@@ -682,7 +626,7 @@ class Trainer:
             for m, saved in zip(modules, kept):
                 for k, v in m.state_dict().items():
                     v.copy_(saved[k])  # in place: the compiled graphs keep their tensors
-        for opt_ in self._optimizers():
+        for opt_ in [self.opt] + ([self.own_opt] if self.own_opt is not None else []):
             opt_.zero_grad(set_to_none=True)
         return time.monotonic() - t0
 
@@ -691,8 +635,7 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(os.path.join(self.out, "tb"))
-        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr", "moves_left_loss", "ownership_loss",
-                  "soft_policy_loss"):
+        for k in ("loss", "policy_loss", "value_loss", "policy_entropy", "lr", "moves_left_loss", "ownership_loss"):
             if k in metrics:
                 self.tb.add_scalar(f"train/{k}", metrics[k], self.step)
         self.tb.add_scalar("train/samples_per_s", samples_per_s, self.step)

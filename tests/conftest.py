@@ -26,12 +26,12 @@ def skip_without_instructions(kind: str) -> None:
 
 
 def contiguous_trainer(tr) -> None:
-    """Trainer `tr`'s net (and training-only heads) and inputs in the contiguous layout, its layout
+    """Trainer `tr`'s net (and ownership head) and inputs in the contiguous layout, its layout
     before channels_last: tests comparing two steps exactly run both in one layout (oneDNN's
     channels_last kernels round differently per shape)."""
     import torch
 
     tr.channels_last = False
     tr.model.to(memory_format=torch.contiguous_format)
-    for _, head, _ in tr.heads:
-        head.to(memory_format=torch.contiguous_format)
+    if tr.own_head is not None:
+        tr.own_head.to(memory_format=torch.contiguous_format)

@@ -292,7 +292,7 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
         b = Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal, wdl)
         with torch.no_grad():
             _, val = model(torch.from_numpy(b.planes))
-            total, pol, v, *_ = losses(model, b, "cpu", 1.5, mix)
+            total, pol, v, _, _, _ = losses(model, b, "cpu", 1.5, mix)
         ref = _numpy_value_loss(val.numpy(), b.outcome, wdl, mix)
         assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref))
         assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))
@@ -562,7 +562,7 @@ def test_the_value_loss_matches_a_numpy_reference_on_fast_and_full_rows(tmp_path
     model = build_model(get_preset("tiny")).eval()
     with torch.no_grad():
         _, val = model(torch.from_numpy(b.planes))
-        total, pol, v, *_ = losses(model, b, "cpu", 1.5, mix)
+        total, pol, v, _, _, _ = losses(model, b, "cpu", 1.5, mix)
     ref = _numpy_value_loss(val.numpy(), b.outcome, b.root_wdl, mix)
     assert abs(v.item() - ref) <= 1e-4 * max(1.0, abs(ref)), (v.item(), ref)
     assert abs(total.item() - (1.5 * v.item() + pol.item())) <= 1e-4 * max(1.0, abs(total.item()))
