@@ -197,11 +197,20 @@ def check_interrupt() -> None:
         raise KeyboardInterrupt(_pending_interrupt)
 
 
-def ignore_interrupts() -> None:
+def ignore_interrupts() -> dict:
     """Ignore SIGINT, SIGTERM and SIGHUP from now on in this process: for a clean-up that a
-    second signal must not cut short, or for a process whose parent decides when it stops."""
+    second signal must not cut short, or for a process whose parent decides when it stops.
+    Returns the handlers it replaced, for :func:`restore_handlers` once the clean-up is done."""
+    before = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+        before[sig] = signal.signal(sig, signal.SIG_IGN)
+    return before
+
+
+def restore_handlers(before: dict) -> None:
+    """Put back the signal handlers that :func:`ignore_interrupts` returned."""
+    for sig, handler in before.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def forget_handled_interrupt() -> None:

@@ -152,3 +152,66 @@ def test_ctrl_c_stops_everything_cleanly(tmp_path):
     assert not [n for n in (run / "data").iterdir() if n.name.endswith(".tmp")]
     for s in list_shards([run / "data"]):
         validate_shard(s)
+
+
+def test_a_signal_cuts_the_final_evaluation_short_and_the_same_command_finishes_it(tmp_path):
+    """After its budget the loop rates its newest checkpoint; a SIGTERM then (a scheduler's,
+    `timeout`'s) ends the loop at once, not after the whole evaluation, and the same command
+    plays only the pairs that are missing (an H200 loop ignored SIGINT in its final evaluation
+    and was killed 63 s after its budget)."""
+    from selfplay.evaluation.elo import games_between, load_records
+
+    run = tmp_path / "run"
+    env = dict(os.environ, C4FAST_CACHE_DIR=str(tmp_path / "cache"))
+    no_periodic = ["--eval.every-min", "1000"]
+    models, arena = run / "train" / "models", run / "arena" / "games.jsonl"
+    # 1. a start stopped by Ctrl-C once a checkpoint exists: no evaluation has run, so the
+    #    newest checkpoint is unrated whatever the machine's speed
+    p = subprocess.Popen(loop_cmd(run, 0) + no_periodic, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        deadline = time.monotonic() + 600  # a wait, not a speed check
+        while time.monotonic() < deadline and p.poll() is None and not list(models.glob("model_*.pt")):
+            time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=60)
+    assert p.returncode == 0 and list(models.glob("model_*.pt")), out + err
+    elapsed = json.loads((run / "loop.json").read_text())["elapsed"]
+    # 2. a few more seconds of budget, then a final evaluation far longer than the wait below
+    minutes = str(elapsed / 60 + 0.05)
+    long_eval = ["--eval.pairs", "2000", "--eval.playouts", "400"]
+    cmd = loop_cmd(run, 0, minutes=minutes) + no_periodic
+    p = subprocess.Popen(cmd + long_eval, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        deadline = time.monotonic() + 600
+        while (time.monotonic() < deadline and p.poll() is None
+               and not (arena.exists() and len(arena.read_text().splitlines()) >= 2)):
+            time.sleep(0.2)
+        assert p.poll() is None, "the loop ended before its final evaluation played a pair"
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)  # the old loop ignored it for the whole evaluation
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=60)
+    assert p.returncode == 0, out + err
+    assert "final evaluation of" in err and "cut short" in err, err
+    state = json.loads((run / "loop.json").read_text())
+    assert state["evaluated"] == [] and state["elapsed"] >= 60 * float(minutes) - 1
+    newest = max(models.glob("model_*.pt"))
+    spec = f"net:{newest}:400"
+    done = games_between(load_records([arena]), spec, "random") // 2
+    assert done >= 1
+    # 3. the same command, its budget used: it rates the checkpoint, playing only the missing pair
+    proc = subprocess.run(cmd + ["--eval.pairs", str(done + 1), "--eval.playouts", "400"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not rated yet" in proc.stderr and "pairs were played by an evaluation cut short" in proc.stderr
+    assert json.loads((run / "loop.json").read_text())["evaluated"] == [str(newest)]
+    assert games_between(load_records([arena]), spec, "random") == 2 * (done + 1)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["evaluated"] == 1

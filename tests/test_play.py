@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 import c4fast
 from nets.checkpoint import checkpoint_name, save_checkpoint
@@ -32,6 +33,31 @@ def tiny_model(tmp_path_factory):
     npz = d / "tiny.npz"
     export_numpy(str(pt), str(npz))
     return pt, npz
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 4), cut=st.floats(0.0, 1.0), whole_unterminated=st.booleans())
+def test_an_appended_games_file_drops_only_a_line_cut_off_mid_write(tmp_path_factory, n, cut, whole_unterminated):
+    """A process killed while writing a game leaves a partial last line; the next match's
+    appends must not glue onto it (load_records would then reject the file for good)."""
+    from selfplay.evaluation.arena import open_for_append, play_match
+    from selfplay.evaluation.elo import load_records
+
+    path = tmp_path_factory.mktemp("append") / "games.jsonl"
+    recs = play_match("greedy", "random", 2, seed=n, sizes=[(6, 7)], forbidden=False)[:n]
+    text = "".join(json.dumps(r) + "\n" for r in recs)
+    last = json.dumps({"first": "greedy", "second": "random", "cut": True})
+    if whole_unterminated:  # a whole record without its newline (edited by hand) is kept
+        data, kept = text + last, text + last + "\n"
+    else:  # any proper prefix of a line: what a killed writer leaves
+        data, kept = text + last[:int(cut * (len(last) - 1))], text
+    path.write_text(data)
+    line = json.dumps(recs[0] if recs else {"x": 1}) + "\n"
+    with open_for_append(str(path)) as f:
+        f.write(line)
+    assert path.read_text() == kept + line
+    if not whole_unterminated and recs:
+        assert load_records([str(path)]) == recs + [recs[0]]
 
 
 def test_arena_pairs_swap_colours_on_identical_boards(tmp_path):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing as mp
 import os
 import sys
@@ -38,6 +39,8 @@ from c4fast.players.registry import spec_help
 from nets.players import make_player
 from selfplay.evaluation.fill import records_summary
 from selfplay.generation.config import parse_sizes
+
+log = logging.getLogger("selfplay.evaluation.arena")
 
 
 #: random opening plies per pair when none are given: standard boards only (see above)
@@ -115,12 +118,46 @@ def _play_pair(args):
     return out
 
 
+def open_for_append(path: str):
+    """Open the JSON-lines file `path` for appending (created if missing), text mode. A last
+    line cut off mid-write (a process killed while writing it) is dropped first, with a
+    warning, so the next record starts on a line of its own and the file stays readable; a
+    last line that is whole JSON without its newline gets the newline."""
+    with open(path, "ab+") as f:
+        end = f.seek(0, os.SEEK_END)
+        keep = end
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":  # cut off: keep what ends at the last newline
+                keep, pos = 0, end
+                while pos > 0:
+                    start = max(0, pos - 65536)
+                    f.seek(start)
+                    nl = f.read(pos - start).rfind(b"\n")
+                    if nl >= 0:
+                        keep = start + nl + 1
+                        break
+                    pos = start
+        if keep < end:
+            f.seek(keep)
+            tail = f.read(end - keep)
+            try:  # a whole record without its newline (a file edited by hand) is kept
+                json.loads(tail)
+                f.write(b"\n")
+            except ValueError:
+                log.warning("%s: dropped a last line cut off mid-write (%d bytes)", path, end - keep)
+                f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+    return open(path, "a")
+
+
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
                threads: int = 1, forbidden: bool = True, opening_plies: int | None = None,
                forward: str = "auto", on_pair: Callable[[], None] | None = None) -> list[dict]:
     """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
-    out_path, flushed per game). ``forbidden=False`` plays standard boards. `threads` and
+    out_path, flushed per game; see :func:`open_for_append`). ``forbidden=False`` plays standard boards. `threads` and
     `forward` (:data:`nets.config.PLAY_FORWARDS`) apply to every ``net:`` player.
     ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`).
     ``on_pair``: called with no argument after each finished pair (a caller's status lines)."""
@@ -131,7 +168,7 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
     make_player(spec_a, forward=forward), make_player(spec_b, forward=forward)  # validate before starting processes
     tasks = [(i, seed, sizes, forbidden, plies) for i in range(pairs)]
     records: list[dict] = []
-    fh = open(out_path, "a") if out_path else None
+    fh = open_for_append(out_path) if out_path else None
     bar = None
     if progress:
         from tqdm import tqdm

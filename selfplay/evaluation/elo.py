@@ -83,6 +83,11 @@ def _check_record(rec) -> tuple[str, str, int]:
     return first, second, int(result)
 
 
+def games_between(records, a: str, b: str) -> int:
+    """How many of `records` are games between players `a` and `b` (either colour)."""
+    return sum(1 for r in records if {r["first"], r["second"]} == {a, b})
+
+
 def load_records(paths) -> list[dict]:
     """Read game records from one path or an iterable of paths (JSON lines).
 

@@ -47,19 +47,29 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
                     samples: int, run_seconds: float, on_pair: Callable[[], None] | None = None) -> dict | None:
     """Play `path` against the anchors and refit; returns ``{step, elo, lo, hi, width}`` or
     None when the ratings cannot be fitted yet (the games are kept either way). ``on_pair``
-    is called after each finished pair (the loop keeps its status lines going with it)."""
+    is called after each finished pair (the loop keeps its status lines going with it; an
+    exception it raises stops the evaluation there). An evaluation cut short resumes: the
+    pairs already in ``run_dir/arena/games.jsonl`` for this checkpoint are not played again."""
     from nets.checkpoint import checkpoint_step
     from selfplay.evaluation.arena import play_match
-    from selfplay.evaluation.elo import fit_ratings, load_records
+    from selfplay.evaluation.elo import fit_ratings, games_between, load_records
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
     os.makedirs(os.path.dirname(arena), exist_ok=True)
     step = checkpoint_step(path)
     spec = f"net:{path}:{ev.playouts}"
     t0 = time.monotonic()
+    played = load_records([arena]) if os.path.exists(arena) and os.path.getsize(arena) else []
     for anchor in ev.anchors:
-        play_match(spec, anchor, ev.pairs, workers=ev.workers, seed=seed * 1_000_003 + step, out_path=arena,
-                   sizes=sizes, forbidden=forbidden, on_pair=on_pair)
+        done = games_between(played, spec, anchor) // 2
+        if done >= ev.pairs:
+            continue
+        if done:
+            log.info("step %d vs %s: %d of %d pairs were played by an evaluation cut short; playing the rest",
+                     step, anchor, done, ev.pairs)
+        # the missing pairs on fresh boards (another seed), as selfplay.evaluation.rate resumes
+        play_match(spec, anchor, ev.pairs - done, workers=ev.workers, seed=seed * 1_000_003 + step + 7919 * done,
+                   out_path=arena, sizes=sizes, forbidden=forbidden, on_pair=on_pair)
     try:
         ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else ev.anchors[0],
                               prior_games=1.0)

@@ -58,10 +58,6 @@ def checkpoints(paths, every: int = 1) -> list[str]:
     return [p for p in out if not (p in seen or seen.add(p))]
 
 
-def _played(records, a: str, b: str) -> int:
-    return sum(1 for r in records if {r["first"], r["second"]} == {a, b})
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m selfplay.evaluation.rate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,7 +114,7 @@ def main(argv=None) -> int:
 
     from nets.checkpoint import checkpoint_step
     from selfplay.evaluation.arena import play_match
-    from selfplay.evaluation.elo import fit_ratings, load_records
+    from selfplay.evaluation.elo import fit_ratings, games_between, load_records
 
     games = os.path.join(args.out, "games.jsonl")
     records = load_records([games]) if os.path.exists(games) else []
@@ -129,7 +125,7 @@ def main(argv=None) -> int:
     forbidden = args.forbidden == "random"
     try:
         for i, (a, b) in enumerate(matches):
-            done = _played(records, a, b) // 2
+            done = games_between(records, a, b) // 2
             if done >= args.pairs:
                 continue
             log.info("match %d/%d: %s vs %s (%d pairs)", i + 1, len(matches), a, b, args.pairs - done)

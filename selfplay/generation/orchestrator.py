@@ -38,13 +38,17 @@ import time
 from typing import Protocol
 
 from c4fast.cli import ConfigError, config_from_dict, config_to_dict
-from c4fast.runtime import DirLock, atomic_write_json, check_interrupt, ignore_interrupts
+from c4fast.runtime import DirLock, atomic_write_json, check_interrupt, ignore_interrupts, restore_handlers
 
 log = logging.getLogger("selfplay.generation.orchestrator")
 
 
 class OrchestratorError(RuntimeError):
     """A child process or actor failed for good (the message says which and where its log is)."""
+
+
+class _EvaluationStopped(Exception):
+    """The run asked a background evaluation to stop (its games so far are kept)."""
 
 
 class Placement(Protocol):
@@ -121,6 +125,7 @@ class Orchestrator:
         self._shard_cache: dict[str, tuple[int, int]] = {}  # shard path -> (games, samples)
         self._state_lock = threading.Lock()
         self._eval_thread: threading.Thread | None = None
+        self._stop_eval = threading.Event()  # set: a running evaluation stops after its current pair
         self._next_status = 0.0
 
     # ------------------------------------------------------------- the state file
@@ -190,7 +195,7 @@ class Orchestrator:
             return False
         elo = rate_checkpoint(path, self.cfg.eval, RULES.parse_sizes(self.cfg.sizes),
                               self.cfg.selfplay.selfplay.forbidden_cell, self.cfg.seed, self.dir,
-                              self.samples(), self.elapsed())
+                              self.samples(), self.elapsed(), on_pair=self._after_pair)
         with self._state_lock:
             self.state["evaluated"].append(path)
             if elo is not None:
@@ -198,11 +203,43 @@ class Orchestrator:
         self.save_state()
         return True
 
+    def _after_pair(self) -> None:
+        if self._stop_eval.is_set():
+            raise _EvaluationStopped
+
     def _evaluate_safely(self) -> None:
         try:
             self.evaluate_new()
+        except _EvaluationStopped:
+            log.info("evaluation stopped: its games are kept, and the next start plays the rest")
         except Exception as e:  # noqa: BLE001 - an evaluation must not stop training
             log.warning("evaluation failed: %s: %s", type(e).__name__, e)
+
+    def _unrated(self) -> str | None:
+        """The newest checkpoint if it is not rated yet and the run may rate more, else None."""
+        from nets.checkpoint import latest_checkpoint
+
+        path = latest_checkpoint(self.models)
+        if path is None or path in self.state["evaluated"] or not self._evaluations_left():
+            return None
+        return path
+
+    def _final_evaluation(self) -> None:
+        """Rate the newest checkpoint in this (the main) thread; a signal cuts it short, and
+        the next start of the same command plays the pairs it did not."""
+        path = self._unrated()
+        if path is None:
+            return
+        ev = self.cfg.eval
+        log.info("final evaluation of %s: %d pairs against each of %s at %d playouts (a signal cuts it "
+                 "short; the same command finishes it)", os.path.basename(path), ev.pairs, ", ".join(ev.anchors),
+                 ev.playouts)
+        self._evaluate_safely()
+
+    def _wait_for_evaluation(self) -> None:
+        """Wait for a background evaluation (a signal ends the wait: the thread is a daemon)."""
+        while self._eval_thread is not None and self._eval_thread.is_alive():
+            self._eval_thread.join(0.2)
 
     def _maybe_evaluate(self, next_eval: float) -> float:
         """Start an evaluation in the background when one is due and none runs."""
@@ -244,8 +281,16 @@ class Orchestrator:
         failure; returns the summary (with ``error`` after a failure)."""
         budget = self.cfg.minutes * 60 - self.state["elapsed"]
         if budget <= 0 or not self._evaluations_left():
-            log.info("the run's budget (%g min, %d evaluations) is already used: nothing to do",
-                     self.cfg.minutes, self.cfg.max_evaluations)
+            if self._unrated() is None:
+                log.info("the run's budget (%g min, %d evaluations) is already used: nothing to do",
+                         self.cfg.minutes, self.cfg.max_evaluations)
+            else:  # the last start's final evaluation was cut short
+                log.info("the run's budget (%g min) is used, but its newest checkpoint is not rated yet",
+                         self.cfg.minutes)
+                try:
+                    self._final_evaluation()
+                except KeyboardInterrupt:
+                    log.warning("interrupted: the final evaluation is cut short (the same command finishes it)")
             return self.summary()
         self.state["runs"] = self.state.get("runs", 0) + 1
         interrupted, failure = False, None
@@ -268,7 +313,7 @@ class Orchestrator:
             failure = str(e)
             log.error("%s", e)
         finally:
-            ignore_interrupts()  # a second signal must not cut the clean-up short
+            handlers = ignore_interrupts()  # a second signal must not cut the clean-up short
             run_time = self.run_time()
             try:
                 self.placement.stop()
@@ -277,10 +322,19 @@ class Orchestrator:
                     self.state["elapsed"] += run_time
                 self.t_start = None
                 self.save_state()
-        if self._eval_thread is not None:
-            self._eval_thread.join()
-        if not interrupted and failure is None and self._evaluations_left():
-            self._evaluate_safely()
+        # the clean-up is done: from here a signal cuts short what is left, the evaluations
+        restore_handlers(handlers)
+        try:
+            if interrupted or failure is not None:
+                self._stop_eval.set()  # a background evaluation stops after its current pair
+            self._wait_for_evaluation()
+            if not interrupted and failure is None:
+                self._final_evaluation()
+        except KeyboardInterrupt:
+            self._stop_eval.set()
+            interrupted = True
+            log.warning("interrupted: the evaluation is cut short (its games are kept; the same command "
+                        "finishes it)")
         self.save_state()
         out = self.summary()
         if failure:
