@@ -96,3 +96,37 @@ def test_in_loop_fit_is_anchored_at_the_first_anchor_without_random(tmp_path):
     assert rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0)
     ratings = json.loads((tmp_path / "ratings.json").read_text())
     assert ratings["anchor"] == "uct:30" and ratings["elo"]["uct:30"] == 0.0
+
+
+def test_rate_checkpoint_resumes_past_a_line_cut_off_mid_write_and_refuses_a_damaged_file(tmp_path):
+    """An evaluation killed mid-write leaves a cut-off last line: the next start drops it,
+    plays only the missing pair and fits every game in the file; a line damaged elsewhere
+    leaves the checkpoint unrated with nothing played and the file untouched."""
+    from selfplay.evaluation.elo import fit_ratings, load_records
+    from selfplay.evaluation.periodic import EvalConfig, rate_checkpoint
+
+    m = perturbed_model("tiny", 5)
+    path = tmp_path / checkpoint_name(5)
+    save_checkpoint(path, m, m.config, 5)
+    games = tmp_path / "arena" / "games.jsonl"
+    ev = EvalConfig(pairs=2, playouts=4, anchors=("random", "greedy"))
+    assert rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0)
+    lines = games.read_text().splitlines(keepends=True)
+    assert len(lines) == 8
+    games.write_text("".join(lines[:6]) + lines[6][: len(lines[6]) // 2])  # the last pair: one game cut off
+    (tmp_path / "ratings.json").unlink()
+    calls = []
+    elo = rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0,
+                          on_pair=lambda: calls.append(1))
+    assert calls == [1] and elo is not None
+    records = load_records([games])
+    assert len(records) == 8 and records[:6] == [json.loads(x) for x in lines[:6]]
+    expected = fit_ratings(records, anchor="random", prior_games=1.0).to_dict()
+    assert json.loads((tmp_path / "ratings.json").read_text()) == json.loads(json.dumps(expected))
+
+    damaged = "".join(lines[:3]) + "{not json\n" + "".join(lines[4:7])
+    games.write_text(damaged)
+    calls.clear()
+    assert rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0,
+                           on_pair=lambda: calls.append(1)) is None
+    assert calls == [] and games.read_text() == damaged

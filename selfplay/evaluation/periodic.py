@@ -51,7 +51,7 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     exception it raises stops the evaluation there). An evaluation cut short resumes: the
     pairs already in ``run_dir/arena/games.jsonl`` for this checkpoint are not played again."""
     from nets.checkpoint import checkpoint_step
-    from selfplay.evaluation.arena import play_match
+    from selfplay.evaluation.arena import open_for_append, play_match
     from selfplay.evaluation.elo import fit_ratings, games_between, load_records
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
@@ -59,7 +59,12 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     step = checkpoint_step(path)
     spec = f"net:{path}:{ev.playouts}"
     t0 = time.monotonic()
-    played = load_records([arena]) if os.path.exists(arena) and os.path.getsize(arena) else []
+    open_for_append(arena).close()  # drops a last line a killed evaluation cut off mid-write
+    try:
+        played = load_records([arena])
+    except ValueError as e:  # a line damaged otherwise: the fit could not use the games either
+        log.warning("step %d is not rated: the arena file is unreadable (%s); move it aside to rate again", step, e)
+        return None
     for anchor in ev.anchors:
         done = games_between(played, spec, anchor) // 2
         if done >= ev.pairs:
@@ -68,10 +73,11 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
             log.info("step %d vs %s: %d of %d pairs were played by an evaluation cut short; playing the rest",
                      step, anchor, done, ev.pairs)
         # the missing pairs on fresh boards (another seed), as selfplay.evaluation.rate resumes
-        play_match(spec, anchor, ev.pairs - done, workers=ev.workers, seed=seed * 1_000_003 + step + 7919 * done,
-                   out_path=arena, sizes=sizes, forbidden=forbidden, on_pair=on_pair)
-    try:
-        ratings = fit_ratings(load_records([arena]), anchor="random" if "random" in ev.anchors else ev.anchors[0],
+        played += play_match(spec, anchor, ev.pairs - done, workers=ev.workers,
+                             seed=seed * 1_000_003 + step + 7919 * done, out_path=arena, sizes=sizes,
+                             forbidden=forbidden, on_pair=on_pair)
+    try:  # the file's records: those read above and those just appended
+        ratings = fit_ratings(played, anchor="random" if "random" in ev.anchors else ev.anchors[0],
                               prior_games=1.0)
     except ValueError as e:
         log.warning("rating fit failed: %s", e)
