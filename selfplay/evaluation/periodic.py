@@ -63,7 +63,8 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     try:
         played = load_records([arena])
     except ValueError as e:  # a line damaged otherwise: the fit could not use the games either
-        log.warning("step %d is not rated: the arena file is unreadable (%s); move it aside to rate again", step, e)
+        log.warning("step %d is not rated: the arena file is unreadable (%s); no checkpoint is rated until it is "
+                    "repaired or moved aside (python -m selfplay.evaluation.rate rates a run's checkpoints later)", step, e)
         return None
     for anchor in ev.anchors:
         done = games_between(played, spec, anchor) // 2
