@@ -43,6 +43,19 @@ def test_rates_every_checkpoint_of_a_directory_with_intervals_and_resumes(tmp_pa
     again = rate(*args)  # everything is played already: nothing is added
     assert again.returncode == 0, again.stderr
     assert len((out / "games.jsonl").read_text().splitlines()) == len(games)
+    # killed mid-write: the last pair's first game whole, its second cut off; the resume
+    # drops the cut line and plays that pair again
+    (out / "games.jsonl").write_text("\n".join(games[:-1]) + "\n" + games[-1][: len(games[-1]) // 2])
+    resumed = rate(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    after = (out / "games.jsonl").read_text().splitlines()
+    assert after[:-2] == games[:-1] and len(after) == len(games) + 1  # the lone first game is kept
+    assert json.loads(resumed.stdout.strip().splitlines()[-1])["games"] == len(after)
+    damaged = "\n".join(games[:5] + ["{not json"] + games[6:]) + "\n"
+    (out / "games.jsonl").write_text(damaged)
+    refused = rate(*args)
+    assert refused.returncode == 2 and "games.jsonl:6: malformed JSON line" in refused.stderr
+    assert (out / "games.jsonl").read_text() == damaged
 
 
 def test_bad_inputs_are_refused_clearly(tmp_path):

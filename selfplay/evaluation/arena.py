@@ -152,6 +152,16 @@ def open_for_append(path: str):
     return open(path, "a")
 
 
+def records_to_resume(path: str) -> list[dict]:
+    """The records of the games file `path` that a resumed match counts before appending
+    to it (created empty if missing), after :func:`open_for_append`'s repair of a last line
+    cut off mid-write. ValueError (file and line) for a line damaged elsewhere."""
+    from selfplay.evaluation.elo import load_records
+
+    open_for_append(path).close()
+    return load_records([path])
+
+
 def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int = 0,
                sizes=None, out_path: str | None = None, progress: bool = False,
                threads: int = 1, forbidden: bool = True, opening_plies: int | None = None,

@@ -51,17 +51,16 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     exception it raises stops the evaluation there). An evaluation cut short resumes: the
     pairs already in ``run_dir/arena/games.jsonl`` for this checkpoint are not played again."""
     from nets.checkpoint import checkpoint_step
-    from selfplay.evaluation.arena import open_for_append, play_match
-    from selfplay.evaluation.elo import fit_ratings, games_between, load_records
+    from selfplay.evaluation.arena import play_match, records_to_resume
+    from selfplay.evaluation.elo import fit_ratings, games_between
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
     os.makedirs(os.path.dirname(arena), exist_ok=True)
     step = checkpoint_step(path)
     spec = f"net:{path}:{ev.playouts}"
     t0 = time.monotonic()
-    open_for_append(arena).close()  # drops a last line a killed evaluation cut off mid-write
     try:
-        played = load_records([arena])
+        played = records_to_resume(arena)
     except ValueError as e:  # a line damaged otherwise: the fit could not use the games either
         log.warning("step %d is not rated: the arena file is unreadable (%s); no checkpoint is rated until it is "
                     "repaired or moved aside (python -m selfplay.evaluation.rate rates a run's checkpoints later)", step, e)

@@ -113,11 +113,15 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
 
     from nets.checkpoint import checkpoint_step
-    from selfplay.evaluation.arena import play_match
-    from selfplay.evaluation.elo import fit_ratings, games_between, load_records
+    from selfplay.evaluation.arena import play_match, records_to_resume
+    from selfplay.evaluation.elo import fit_ratings, games_between
 
     games = os.path.join(args.out, "games.jsonl")
-    records = load_records([games]) if os.path.exists(games) else []
+    try:
+        records = records_to_resume(games)
+    except ValueError as e:  # a line damaged other than by a write cut off: nothing is played
+        print(f"error: {e}; repair {games} or move it aside", file=sys.stderr)
+        return 2
     specs = [f"net:{p}:{args.playouts}" for p in ckpts]
     matches = [(s, a) for s in specs for a in anchors]
     if args.chain:
