@@ -67,6 +67,9 @@ class Batch:
     # (B, H, W) float32: the game's final board, +1 the side to move's stone, -1 the
     # opponent's, 0 empty; only from ReplayWindow(ownership=True)
     ownership: np.ndarray | None = None
+    # (B,) bool: the solver settled the sample's own position (``exact_label`` in the shards),
+    # so its outcome and plies_left are exact for it
+    exact: np.ndarray | None = None
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
@@ -111,6 +114,7 @@ class ReplayWindow:
             d = read_shard(path)
             games = d.pop("games")
             entry = {k: {**{f: v[f] for f in KEEP_FIELDS}, "plies_left": plies_left(path, v, games),
+                         "exact": v["exact_label"] == 1,
                          **({"final": final_boards(path, v, games, *k)} if self.ownership else {})}
                      for k, v in d.items()}
         except ShardVersionError:
@@ -193,7 +197,8 @@ class ReplayWindow:
             own = np.where(g["final"] == mover, 1.0, np.where(g["final"] > 0, -1.0, 0.0)).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
                   g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
-                  None if left is None else left.astype(np.float32), own)
+                  None if left is None else left.astype(np.float32), own,
+                  None if "exact" not in g else g["exact"].astype(bool))
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b
