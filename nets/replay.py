@@ -9,7 +9,8 @@ with c = 250 000, alpha = 0.75, beta = 0.4. Shards are taken newest first (by fi
 modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Each sample also carries ``plies_left`` (:func:`nets.shards.plies_left`: its game's
 ``num_moves`` minus its ``ply``, joined on ``game_id`` within its shard when the shard is
-loaded), the moves-left head's target, and with ``ownership`` the board its game ended on
+loaded), the moves-left head's target, ``exact`` (the shards' ``exact_label``: the solver
+settled its own position), and with ``ownership`` the board its game ended on
 (:func:`nets.shards.final_boards`), the ownership head's target. Batches are drawn with
 numpy from the in-RAM arrays and their input planes rebuilt exactly
 (c4fast.bitboard.rebuild_batch + encode_batch), so random access costs nothing like
@@ -197,8 +198,7 @@ class ReplayWindow:
             own = np.where(g["final"] == mover, 1.0, np.where(g["final"] > 0, -1.0, 0.0)).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
                   g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
-                  None if left is None else left.astype(np.float32), own,
-                  None if "exact" not in g else g["exact"].astype(bool))
+                  None if left is None else left.astype(np.float32), own, g.get("exact"))
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b
