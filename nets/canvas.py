@@ -101,9 +101,8 @@ def canvas_batch(batches, side: int | None = CANVAS):
         i += k
     wdl = None if any(b.root_wdl is None for b in batches) else np.concatenate([b.root_wdl for b in batches])
     left = None if any(b.plies_left is None for b in batches) else np.concatenate([b.plies_left for b in batches])
-    exact = None if any(b.exact is None for b in batches) else np.concatenate([b.exact for b in batches])
     out = Batch(rows, cols, planes, policy, np.concatenate([b.policy_weight for b in batches]),
-                np.concatenate([b.outcome for b in batches]), legal, wdl, left, own, exact)
+                np.concatenate([b.outcome for b in batches]), legal, wdl, left, own)
     return out, board_mask(sizes, rows, width=cols).numpy()
 
 

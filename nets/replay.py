@@ -9,8 +9,7 @@ with c = 250 000, alpha = 0.75, beta = 0.4. Shards are taken newest first (by fi
 modification time, then name) until the window is full; the oldest shard in the
 window may be partly used. Each sample also carries ``plies_left`` (:func:`nets.shards.plies_left`: its game's
 ``num_moves`` minus its ``ply``, joined on ``game_id`` within its shard when the shard is
-loaded), the moves-left head's target, ``exact`` (the shards' ``exact_label``: the solver
-settled its own position), and with ``ownership`` the board its game ended on
+loaded), the moves-left head's target, and with ``ownership`` the board its game ended on
 (:func:`nets.shards.final_boards`), the ownership head's target. Batches are drawn with
 numpy from the in-RAM arrays and their input planes rebuilt exactly
 (c4fast.bitboard.rebuild_batch + encode_batch), so random access costs nothing like
@@ -68,9 +67,6 @@ class Batch:
     # (B, H, W) float32: the game's final board, +1 the side to move's stone, -1 the
     # opponent's, 0 empty; only from ReplayWindow(ownership=True)
     ownership: np.ndarray | None = None
-    # (B,) bool: the solver settled the sample's own position (``exact_label`` in the shards),
-    # so its outcome and plies_left are exact for it
-    exact: np.ndarray | None = None
 
 
 def flip_batch(b: Batch, mask: np.ndarray) -> None:
@@ -115,7 +111,6 @@ class ReplayWindow:
             d = read_shard(path)
             games = d.pop("games")
             entry = {k: {**{f: v[f] for f in KEEP_FIELDS}, "plies_left": plies_left(path, v, games),
-                         "exact": v["exact_label"] == 1,
                          **({"final": final_boards(path, v, games, *k)} if self.ownership else {})}
                      for k, v in d.items()}
         except ShardVersionError:
@@ -198,7 +193,7 @@ class ReplayWindow:
             own = np.where(g["final"] == mover, 1.0, np.where(g["final"] > 0, -1.0, 0.0)).astype(np.float32)
         b = Batch(h, w, planes, g["policy"].astype(np.float32), g["policy_weight"].astype(np.float32),
                   g["outcome"].astype(np.int64), legal, g["root_wdl"].astype(np.float32),
-                  None if left is None else left.astype(np.float32), own, g.get("exact"))
+                  None if left is None else left.astype(np.float32), own)
         if flip:
             flip_batch(b, rng.random(n) < 0.5)
         return b

@@ -24,11 +24,6 @@ of several finished games, grouped by board size so the trainer loads a size at 
                                         plus its exact distance), -1 where it is
                                         the game's; absent (read as all -1) in shards of runs
                                         without the solver
-        exact_label  int8    (N,)       optional: 1 where the solver settled this sample's own
-                                        position (its ``outcome`` and ``solved_plies`` are
-                                        exact for it), 0 elsewhere (the game's outcome, or
-                                        rescored from a later solved position); absent (read
-                                        as all 0) in shards written before it
         (shards written from d99ce20 to 0f5c532 also hold ``surprise``, for the removed
         policy-surprise weighting; readers ignore it)
     /games/                one row per finished game
@@ -82,7 +77,6 @@ SAMPLE_FIELDS = {
 #: sample datasets a shard may lack: name -> (dtype, shape, the value a reader fills in)
 OPTIONAL_SAMPLE_FIELDS = {
     "solved_plies": (np.int16, (), -1),
-    "exact_label": (np.int8, (), 0),
 }
 GAME_FIELDS = {
     "game_id": (np.int64, ()),
@@ -134,12 +128,6 @@ def check_values(path: str, h: int, w: int, g: dict) -> None:
         raise ShardValueError(f"{where}: ply outside 0..{h * w - 1}")
     if "solved_plies" in g:
         check_solved(where, g, h, w)
-    if "exact_label" in g:
-        ex = np.asarray(g["exact_label"])
-        if not np.isin(ex, (0, 1)).all():
-            raise ShardValueError(f"{where}: exact_label outside {{0, 1}}")
-        if "solved_plies" in g and ((ex == 1) & (np.asarray(g["solved_plies"]) < 0)).any():
-            raise ShardValueError(f"{where}: exact_label 1 on a sample without a solver label (solved_plies -1)")
 
 
 def check_solved(where: str, g: dict, h: int, w: int) -> None:
@@ -392,8 +380,7 @@ def validate_shard(path: str, replay: bool = True) -> dict:
 
     Checks dtypes and shapes (of the optional fields too where present), that every policy
     target is a distribution over the landing cells of legal columns, weights in {0, 1},
-    outcomes in {0, 1, 2}, solver labels (``solved_plies``) that fit their outcomes and
-    ``exact_label`` in {0, 1}, set only on solver-labelled samples, that
+    outcomes in {0, 1, 2}, solver labels (``solved_plies``) that fit their outcomes, that
     each sample's outcome agrees with its game's result unless the solver gave it, and
     (with `replay`) that replaying every stored game gives its stored result and that every
     sample is the position after its game's first ``ply`` moves (forked games included).

@@ -99,9 +99,6 @@ class TrainConfig:
         "distance in the value target: a won or lost outcome moves the share d * plies left / cells of its "
         "mass to a draw (d this value, cells the board's H * W), so a nearer win and a farther loss are worth "
         "more (0: the outcome only)"))
-    exact_unmixed: bool = field(default=False, metadata=opt(
-        "samples whose own position the self-play solver settled (exact_label in the shards) take their exact "
-        "outcome (with the value distance) as the value target, without the value mix of the search's root WDL"))
     moves_left_weight: float = field(default=0.0, metadata=opt(
         "weight of the moves-left loss (Huber on plies left / cells; > 0 needs a net preset with the "
         "moves-left head, e.g. cpu_small_ml; 0: no moves-left loss)"))
@@ -273,7 +270,7 @@ def to_device(a: np.ndarray, device) -> torch.Tensor:
 
 def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 0.0, channels_last: bool = False,
            mask=None, moves_left_weight: float = 0.0, value_distance: float = 0.0, groups: int = 1,
-           own_head=None, ownership_weight: float = 0.0, exact_unmixed: bool = False):
+           own_head=None, ownership_weight: float = 0.0):
     """Summed (not averaged) total loss, policy soft CE, value CE, policy entropy,
     moves-left loss and ownership loss of one batch (0-dim tensors on `device`; nothing here
     waits for the device).
@@ -283,9 +280,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
     (the search's estimate at the sample's root, same side). With ``value_distance`` d > 0 the
     outcome's one-hot becomes, for a won or lost game, ``(1 - s) * onehot + s * draw`` with
     ``s = d * min(1, plies_left / cells)`` (cells each sample's H * W): a win nearer the end
-    and a loss farther from it score higher (W - L = +-(1 - s)). With `exact_unmixed` a sample
-    whose own position the solver settled (``batch.exact``) takes m = 0: its exact outcome,
-    distance-shifted as above, with none of the search's estimate. With a board `mask` (a canvas
+    and a loss farther from it score higher (W - L = +-(1 - s)). With a board `mask` (a canvas
     batch, :func:`nets.canvas.canvas_batch`) `model` is a :class:`nets.canvas.CanvasNet`, its
     batch-norm statistics taken per each of `groups` equal consecutive groups (one per size).
 
@@ -344,12 +339,7 @@ def losses(model, batch: Batch, device, value_weight: float, value_mix: float = 
         if value_mix > 0:
             if batch.root_wdl is None:
                 raise ValueError("value_mix > 0 needs the samples' root_wdl")
-            m = value_mix
-            if exact_unmixed:
-                if batch.exact is None:
-                    raise ValueError("exact_unmixed needs the samples' exact labels (Batch.exact)")
-                m = (value_mix * (~to_device(batch.exact, device)).float()).unsqueeze(1)
-            hard = (1 - m) * hard + m * to_device(batch.root_wdl, device)
+            hard = (1 - value_mix) * hard + value_mix * to_device(batch.root_wdl, device)
         value_loss = -(hard * F.log_softmax(vlog, dim=1)).sum()
     else:
         value_loss = F.cross_entropy(vlog, z, reduction="sum")
@@ -576,8 +566,7 @@ class Trainer:
                 loss, p, v, e, ml, own = losses(self.model, batch, self.device, self.cfg.value_weight,
                                                 self.cfg.value_mix, self.channels_last,
                                                 moves_left_weight=mlw, value_distance=self.cfg.value_distance,
-                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight,
-                                                exact_unmixed=self.cfg.exact_unmixed)
+                                                own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
             (loss / n_total).backward()
             sums += torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
         tot, pol, val, ent, mll, own_l = sums.tolist()  # the step's only host synchronisation
@@ -607,8 +596,7 @@ class Trainer:
             loss, p, v, e, ml, own = losses(self.canvas_fwd, batch, self.device, self.cfg.value_weight,
                                             self.cfg.value_mix, self.channels_last, mask,
                                             self.cfg.moves_left_weight, self.cfg.value_distance, groups=len(batches),
-                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight,
-                                            exact_unmixed=self.cfg.exact_unmixed)
+                                            own_head=self.own_head, ownership_weight=self.cfg.ownership_weight)
         (loss / n_total).backward()
         return torch.stack([loss.detach(), p.detach(), v.detach(), e, ml.detach(), own.detach()]).double()
 
@@ -629,8 +617,7 @@ class Trainer:
                                  np.full((n, h, w), 1.0 / (h * w), np.float32), np.ones(n, np.float32),
                                  np.ones(n, np.int64), np.ones((n, h, w), bool),
                                  np.tile(np.float32([0.0, 1.0, 0.0]), (n, 1)), np.ones(n, np.float32),
-                                 None if self.own_head is None else np.zeros((n, h, w), np.float32),
-                                 np.zeros(n, bool)))
+                                 None if self.own_head is None else np.zeros((n, h, w), np.float32)))
         modules = [self.model] + ([self.own_head] if self.own_head is not None else [])
         kept = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in modules]
         self.model.train()

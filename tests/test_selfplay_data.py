@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from fractions import Fraction
 
 import h5py
@@ -222,12 +221,9 @@ def test_rescoring_labels_earlier_samples_from_the_nearest_solved_one(tmp_path):
         out, d = int(g["outcome"][i]), int(g["solved_plies"][i])
         h, w = pos.height, pos.width
         moves = [int(c) for c in games["moves"][j, :int(games["num_moves"][j])]]
-        exact = int(g["exact_label"][i])
-        if cells - ply <= 10:  # the solver's own label, marked exact
+        if cells - ply <= 10:  # the solver's own label
             assert (out, d) == ref_solve(ref_from_moves(h, w, pos.forbidden, moves[:ply]))
-            assert exact == 1
             continue
-        assert exact == 0  # rescored or the game's: not this position's own exact value
         later = [int(q) for gg, q in zip(g["game_id"], g["ply"]) if int(gg) == gid and cells - int(q) <= 10]
         if not later:  # the game ended before reaching the solver: its own outcome
             r = int(games["result"][j])
@@ -268,7 +264,6 @@ def test_the_validator_checks_solver_labels(tmp_path):
     paths, _ = play(tmp_path, policy, ((6, 7, 9),), games=2)
     validate_shard(paths[0])
     path = paths[0]
-    shutil.copy(path, tmp_path / "valid.h5")
     with h5py.File(path, "a") as f:
         d = f["samples/h6w7/solved_plies"]
         vals = d[()]
@@ -282,23 +277,6 @@ def test_the_validator_checks_solver_labels(tmp_path):
         f["samples/h6w7"].create_dataset("solved_plies", data=vals.astype(np.int32))
     with pytest.raises(ShardError, match="solved_plies"):
         validate_shard(path)
-    # exact_label: 0 or 1, and 1 only on a solver-labelled sample
-    path = str(tmp_path / "ex.h5")
-    for bad, msg in ((2, "exact_label outside"), (1, "without a solver label")):
-        shutil.copy(tmp_path / "valid.h5", path)
-        with h5py.File(path, "a") as f:
-            solved = f["samples/h6w7/solved_plies"][()]
-            ex = f["samples/h6w7/exact_label"][()]
-            assert ex[solved >= 0].all() and not ex[solved < 0].any()  # no rescoring here: every label exact
-            i = int(np.flatnonzero(solved >= 0)[0])
-            if bad == 1:  # the sample loses its solver label and keeps exact_label 1
-                solved[i] = -1
-                f["samples/h6w7/solved_plies"][...] = solved
-            else:
-                ex[i] = bad
-                f["samples/h6w7/exact_label"][...] = ex
-        with pytest.raises(ShardError, match=msg):
-            validate_shard(path)
 
 
 # ------------------------------------------------------------------ forks and fill
@@ -499,18 +477,3 @@ def test_moves_left_labels_take_the_exact_distance_of_solved_samples(tmp_path):
     got = {(int(g), int(p)): int(x) for g, p, x in zip(arrays["game_id"], arrays["ply"], arrays["plies_left"])}
     assert got == ref and len(got) == len(arrays["ply"])
     assert shorter > 0  # some exact distance differs from how long the game went on
-    # the exact labels (exact_label: the solver settled the sample's own position) reach the
-    # batches, the canvas batch of the padded step too
-    from nets.canvas import canvas_batch
-
-    with h5py.File(paths[0], "r") as f:
-        grp = f["samples/h6w7"]
-        ex_ref = {(int(g), int(p)): bool(e) for g, p, e in zip(grp["game_id"][()], grp["ply"][()], grp["exact_label"][()])}
-    assert ex_ref == {(int(g), int(p)): bool(e) for g, p, e in zip(arrays["game_id"], arrays["ply"], arrays["exact"])}
-    assert any(ex_ref.values()) and not all(ex_ref.values())
-    d = win.data[(6, 7)]
-    idx = np.random.default_rng(3).integers(0, len(d["ply"]), 64)
-    b = win.sample(np.random.default_rng(3), (6, 7), 64)
-    np.testing.assert_array_equal(b.exact, d["exact"][idx])
-    cb, _ = canvas_batch([b, b], side=None)
-    np.testing.assert_array_equal(cb.exact, np.concatenate([b.exact, b.exact]))

@@ -307,26 +307,20 @@ def test_value_target_mixes_the_outcome_with_the_search_value(tmp_path):
                "cpu", 1.5, 0.5)
 
 
-@pytest.mark.parametrize("sizes,own,unmixed", [(((9, 10),), 0.0, False), (((6, 7), (9, 10), (12, 12)), 0.0, False),
-                                               (((6, 7), (9, 10), (12, 12)), 1.5, False),
-                                               (((6, 7), (9, 10)), 0.0, True)])
-def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own, unmixed):
+@pytest.mark.parametrize("sizes,own", [(((9, 10),), 0.0), (((6, 7), (9, 10), (12, 12)), 0.0),
+                                       (((6, 7), (9, 10), (12, 12)), 1.5)])
+def test_a_padded_step_equals_the_per_size_step(tmp_path, sizes, own):
     """TrainConfig.padded: on a window of one size or several the canvas step draws the same
     samples and gives the same weights, BN statistics and losses as the per-size step
-    (batch-norm statistics per size; issues 33 and 34), the ownership head's too (issue 35),
-    and the exact labels' unmixed value targets (``exact_unmixed``, issue 35)."""
+    (batch-norm statistics per size; issues 33 and 34), the ownership head's too (issue 35)."""
     make_shards(tmp_path, games=6, sizes=sizes, per_shard=40)
     win = ReplayWindow(ownership=own > 0)
     win.update(list_shards([tmp_path]))
-    if unmixed:  # a third of the samples marked exact (these synthetic shards carry no solver labels)
-        for d in win.data.values():
-            d["exact"][::3] = True
     out = []
     for padded in (False, True):
         tr = Trainer(TrainConfig(preset="cpu_small", per_size=24, seed=3, device="cpu", padded=padded,
                                  precision="fp32",  # the canvas maths, exactly (bf16 would blur both)
-                                 ownership_weight=own, value_mix=0.5 if unmixed else 0.0, exact_unmixed=unmixed),
-                     str(tmp_path / f"t{padded}"))
+                                 ownership_weight=own), str(tmp_path / f"t{padded}"))
         contiguous_trainer(tr)  # one layout for both (oneDNN's channels_last kernels round differently per shape)
         metrics = [tr.train_step(win) for _ in range(2)]
         weights = dict(tr.model.state_dict())
@@ -473,11 +467,10 @@ def test_a_compiled_follower_awaits_the_runs_sizes_before_its_first_step(tmp_pat
         TrainRunConfig(sizes="6x7,3x3")
 
 
-def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None, unmixed=None):
+def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_left=None, cells=None):
     """Reference: per-row CE of softmax(val) against (1-mix)*hard + mix*root_wdl, summed;
     hard is the outcome's one-hot, for a decided game with the share
-    distance * min(1, plies_left / cells) moved to the draw; rows where `unmixed` is True
-    take hard alone."""
+    distance * min(1, plies_left / cells) moved to the draw."""
     v = val_logits.astype(np.float64)
     logp = v - v.max(1, keepdims=True)
     logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
@@ -486,10 +479,7 @@ def _numpy_value_loss(val_logits, outcome, root_wdl, mix, distance=0.0, plies_le
         s = 0.0 if z == 1 or distance == 0 else distance * min(1.0, float(plies_left[i]) / cells)
         hard[i, z] += 1 - s
         hard[i, 1] += s
-    m = np.full((len(outcome), 1), float(mix))
-    if unmixed is not None:
-        m[np.asarray(unmixed, bool)] = 0.0
-    target = (1 - m) * hard + m * root_wdl.astype(np.float64)
+    target = (1 - mix) * hard + mix * root_wdl.astype(np.float64)
     return float(-(target * logp).sum())
 
 
@@ -524,19 +514,17 @@ def test_the_value_target_moves_a_share_to_the_draw_by_distance(tmp_path):
     with torch.no_grad():
         _, val = model(torch.from_numpy(base.planes))
 
-    @settings(max_examples=40, deadline=None)
-    @given(d=st.floats(0.0, 1.0), mix=st.sampled_from([0.0, 0.5, 0.8]), unmixed=st.booleans(),
-           seed=st.integers(0, 2**31 - 1))
-    def check(d, mix, unmixed, seed):
+    @settings(max_examples=30, deadline=None)
+    @given(d=st.floats(0.0, 1.0), mix=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31 - 1))
+    def check(d, mix, seed):
         rng = np.random.default_rng(seed)
         outcome = rng.integers(0, 3, 16)
         left = rng.integers(0, 60, 16).astype(np.float32)  # past 42 cells: clamped at a draw share of d
         wdl = rng.dirichlet(np.ones(3), 16).astype(np.float32)
-        exact = rng.random(16) < 0.5  # the solver settled these rows' own positions
-        b = Batch(6, 7, base.planes, base.policy, base.policy_weight, outcome, base.legal, wdl, left, None, exact)
+        b = Batch(6, 7, base.planes, base.policy, base.policy_weight, outcome, base.legal, wdl, left)
         with torch.no_grad():
-            v = losses(model, b, "cpu", 1.5, mix, value_distance=d, exact_unmixed=unmixed)[2].item()
-        ref = _numpy_value_loss(val.numpy(), outcome, wdl, mix, d, left, 42, exact if unmixed else None)
+            v = losses(model, b, "cpu", 1.5, mix, value_distance=d)[2].item()
+        ref = _numpy_value_loss(val.numpy(), outcome, wdl, mix, d, left, 42)
         assert abs(v - ref) <= 1e-4 * max(1.0, abs(ref)), (v, ref)
 
     check()
@@ -555,11 +543,6 @@ def test_the_value_target_moves_a_share_to_the_draw_by_distance(tmp_path):
     with pytest.raises(ValueError, match="plies_left"):
         losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal),
                "cpu", 1.5, value_distance=0.5)
-    with pytest.raises(ValueError, match="exact labels"):
-        losses(model, Batch(6, 7, base.planes, base.policy, base.policy_weight, base.outcome, base.legal,
-                            base.root_wdl, base.plies_left), "cpu", 1.5, 0.5, exact_unmixed=True)
-    # the window's batches carry the shards' exact labels (these shards have none: all False)
-    assert base.exact is not None and base.exact.dtype == bool and not base.exact.any()
 
 
 @pytest.mark.parametrize("mix", [0.0, 0.5])

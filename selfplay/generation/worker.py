@@ -202,9 +202,8 @@ class SelfPlayEngine:
         """Exact value labels (``SelfPlayConfig.solve_max_empty``), in place: a sample with at
         most that many empty playable cells whose solve fits in ``solve_nodes`` nodes takes
         the solver's result for the side to move as its ``outcome`` and the exact plies to the
-        end under perfect play as ``solved_plies``, and ``exact_label`` 1; every other sample
-        keeps the game's outcome, ``solved_plies`` -1 and ``exact_label`` 0. The positions are
-        replayed from the game's moves.
+        end under perfect play as ``solved_plies``; every other sample keeps the game's
+        outcome and ``solved_plies`` -1. The positions are replayed from the game's moves.
 
         With ``solve_rescore`` an unsolved sample followed by a solved one (at ``k`` more
         plies, label ``(outcome, d)``) takes that sample's result for its own side to move
@@ -217,7 +216,7 @@ class SelfPlayEngine:
         cells = int(game.state[0]["cells"])
         replay = c4fast.Game(self.height, self.width, game.forbidden)
         for smp in samples:
-            smp["solved_plies"], smp["exact_label"] = -1, 0
+            smp["solved_plies"] = -1
             ply = int(smp["ply"])
             if cells - ply > self.policy.solve_max_empty:
                 continue
@@ -228,7 +227,6 @@ class SelfPlayEngine:
             if res is None:  # over budget: the game's outcome stays
                 continue
             smp["outcome"], smp["solved_plies"] = score_result(res.score, ply, cells)
-            smp["exact_label"] = 1
             st.solved += 1
             st.solve_nodes += res.nodes
         if self.policy.solve_rescore:
