@@ -36,7 +36,7 @@ def tiny_model(tmp_path_factory):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 4), cut=st.floats(0.0, 1.0), whole_unterminated=st.booleans())
+@given(n=st.integers(0, 2), cut=st.floats(0.0, 1.0), whole_unterminated=st.booleans())
 def test_an_appended_games_file_drops_only_a_line_cut_off_mid_write(tmp_path_factory, n, cut, whole_unterminated):
     """A process killed while writing a game leaves a partial last line; the next match's
     appends must not glue onto it (load_records would then reject the file for good)."""
@@ -44,7 +44,7 @@ def test_an_appended_games_file_drops_only_a_line_cut_off_mid_write(tmp_path_fac
     from selfplay.evaluation.elo import load_records
 
     path = tmp_path_factory.mktemp("append") / "games.jsonl"
-    recs = play_match("greedy", "random", 2, seed=n, sizes=[(6, 7)], forbidden=False)[:n]
+    recs = play_match("greedy", "random", 2, seed=n, sizes=[(6, 7)], forbidden=False)[:2 * n]
     text = "".join(json.dumps(r) + "\n" for r in recs)
     last = json.dumps({"first": "greedy", "second": "random", "cut": True})
     if whole_unterminated:  # a whole record without its newline (edited by hand) is kept
@@ -56,8 +56,61 @@ def test_an_appended_games_file_drops_only_a_line_cut_off_mid_write(tmp_path_fac
     with open_for_append(str(path)) as f:
         f.write(line)
     assert path.read_text() == kept + line
+    assert not os.path.exists(str(path) + ".unpaired")  # whole pairs and pairless records stay
     if not whole_unterminated and recs:
         assert load_records([str(path)]) == recs + [recs[0]]
+
+
+@pytest.fixture(scope="module")
+def three_pairs():
+    """The JSON lines of a real 3-pair match (greedy vs random on 6x7), one per game."""
+    from selfplay.evaluation.arena import play_match
+
+    return [json.dumps(r) + "\n" for r in play_match("greedy", "random", 3, seed=3, sizes=[(6, 7)], forbidden=False)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.floats(0.0, 1.0))
+def test_a_match_killed_anywhere_resumes_with_whole_pairs_only(tmp_path_factory, three_pairs, cut):
+    """Whatever prefix of a games file a killed writer leaves, the next append keeps exactly
+    the whole pairs in it; a pair's first game without its second goes to PATH.unpaired
+    (reference: the file's lines taken two by two, a line whole when its JSON is)."""
+    from selfplay.evaluation.arena import open_for_append
+
+    full = "".join(three_pairs)
+    prefix = full[:int(cut * len(full))]
+    whole, pos = 0, 0
+    for line in three_pairs:
+        if pos + len(line) - 1 <= len(prefix):  # the JSON whole, with or without its newline
+            whole += 1
+        pos += len(line)
+    path = tmp_path_factory.mktemp("killed") / "games.jsonl"
+    path.write_text(prefix)
+    with open_for_append(str(path)) as f:
+        f.write(three_pairs[0])
+    assert path.read_text() == "".join(three_pairs[:whole - whole % 2]) + three_pairs[0]
+    side = Path(str(path) + ".unpaired")
+    if whole % 2:
+        assert side.read_text() == three_pairs[whole - 1]
+    else:
+        assert not side.exists()
+
+
+def test_salvage_keeps_the_readable_games_and_the_original(tmp_path, three_pairs):
+    from selfplay.evaluation.arena import records_to_resume, salvage_games_file
+
+    path = tmp_path / "games.jsonl"
+    path.write_bytes(("".join(three_pairs[:2]) + "{not json\n" + three_pairs[2]).encode() + b"\xff\n"
+                     + "".join(three_pairs[3:]).encode())
+    original = path.read_bytes()
+    with pytest.raises(ValueError, match=r"games.jsonl:3: malformed JSON line"):
+        records_to_resume(str(path))
+    records, aside, bad = salvage_games_file(str(path))
+    assert [n for n, _ in bad] == [3, 5] and "not UTF-8" in bad[1][1]
+    assert Path(aside).read_bytes() == original and Path(aside).name.startswith("games.jsonl.damaged-")
+    assert path.read_text() == "".join(three_pairs)
+    assert records == [json.loads(x) for x in three_pairs] == records_to_resume(str(path))
+    assert salvage_games_file(str(path)) == (records, None, [])  # a healthy file is left alone
 
 
 def test_arena_pairs_swap_colours_on_identical_boards(tmp_path):

@@ -44,18 +44,27 @@ def test_rates_every_checkpoint_of_a_directory_with_intervals_and_resumes(tmp_pa
     assert again.returncode == 0, again.stderr
     assert len((out / "games.jsonl").read_text().splitlines()) == len(games)
     # killed mid-write: the last pair's first game whole, its second cut off; the resume
-    # drops the cut line and plays that pair again
+    # drops the cut line, moves the lone first game aside and plays that pair again
     (out / "games.jsonl").write_text("\n".join(games[:-1]) + "\n" + games[-1][: len(games[-1]) // 2])
     resumed = rate(*args)
     assert resumed.returncode == 0, resumed.stderr
     after = (out / "games.jsonl").read_text().splitlines()
-    assert after[:-2] == games[:-1] and len(after) == len(games) + 1  # the lone first game is kept
+    assert after[:-2] == games[:-2] and len(after) == len(games)
+    assert (out / "games.jsonl.unpaired").read_text() == games[-2] + "\n"
     assert json.loads(resumed.stdout.strip().splitlines()[-1])["games"] == len(after)
-    damaged = "\n".join(games[:5] + ["{not json"] + games[6:]) + "\n"
+    damaged = "\n".join(after[:5] + ["{not json"] + after[6:]) + "\n"
     (out / "games.jsonl").write_text(damaged)
     refused = rate(*args)
     assert refused.returncode == 2 and "games.jsonl:6: malformed JSON line" in refused.stderr
-    assert (out / "games.jsonl").read_text() == damaged
+    assert "--salvage" in refused.stderr and (out / "games.jsonl").read_text() == damaged
+    # --salvage: the original copied aside, the readable games kept, the broken pair played again
+    salvaged = rate(*args, "--salvage")
+    assert salvaged.returncode == 0, salvaged.stderr
+    (aside,) = out.glob("games.jsonl.damaged-*")
+    assert aside.read_text() == damaged and "line 6: malformed JSON line" in salvaged.stderr
+    final = (out / "games.jsonl").read_text().splitlines()
+    assert final[:len(after) - 1] == after[:5] + after[6:] and len(final) == len(after) + 1
+    assert json.loads(salvaged.stdout.strip().splitlines()[-1])["games"] == len(final)
 
 
 def test_bad_inputs_are_refused_clearly(tmp_path):
@@ -111,10 +120,10 @@ def test_in_loop_fit_is_anchored_at_the_first_anchor_without_random(tmp_path):
     assert ratings["anchor"] == "uct:30" and ratings["elo"]["uct:30"] == 0.0
 
 
-def test_rate_checkpoint_resumes_past_a_line_cut_off_mid_write_and_refuses_a_damaged_file(tmp_path):
+def test_rate_checkpoint_resumes_past_a_line_cut_off_mid_write_and_salvages_a_damaged_file(tmp_path):
     """An evaluation killed mid-write leaves a cut-off last line: the next start drops it,
     plays only the missing pair and fits every game in the file; a line damaged elsewhere
-    leaves the checkpoint unrated with nothing played and the file untouched."""
+    is dropped with the original kept aside, and the checkpoint is rated on the rest."""
     from selfplay.evaluation.elo import fit_ratings, load_records
     from selfplay.evaluation.periodic import EvalConfig, rate_checkpoint
 
@@ -137,9 +146,18 @@ def test_rate_checkpoint_resumes_past_a_line_cut_off_mid_write_and_refuses_a_dam
     expected = fit_ratings(records, anchor="random", prior_games=1.0).to_dict()
     assert json.loads((tmp_path / "ratings.json").read_text()) == json.loads(json.dumps(expected))
 
+    # a line damaged inside the file and the last pair's second game missing: the lone game
+    # is moved aside, the damaged file copied aside, and the readable games rate on
     damaged = "".join(lines[:3]) + "{not json\n" + "".join(lines[4:7])
     games.write_text(damaged)
     calls.clear()
-    assert rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0,
-                           on_pair=lambda: calls.append(1)) is None
-    assert calls == [] and games.read_text() == damaged
+    elo = rate_checkpoint(str(path), ev, [(6, 7)], False, 0, str(tmp_path), samples=0, run_seconds=0.0,
+                          on_pair=lambda: calls.append(1))
+    assert elo is not None and calls == [1, 1]  # one pair again per anchor
+    assert (tmp_path / "arena" / "games.jsonl.unpaired").read_text() == lines[6]
+    (aside,) = (tmp_path / "arena").glob("games.jsonl.damaged-*")
+    assert aside.read_text() == "".join(lines[:3]) + "{not json\n" + "".join(lines[4:6])
+    records = load_records([games])
+    assert len(records) == 9 and records[:5] == [json.loads(x) for x in lines[:3] + lines[4:6]]
+    expected = fit_ratings(records, anchor="random", prior_games=1.0).to_dict()
+    assert json.loads((tmp_path / "ratings.json").read_text()) == json.loads(json.dumps(expected))

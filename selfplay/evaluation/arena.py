@@ -118,11 +118,54 @@ def _play_pair(args):
     return out
 
 
+def _pair_mates(g1, g2) -> bool:
+    """Whether record `g2` is the second game of record `g1`'s pair as :func:`play_match`
+    writes them: the same ``pair`` index, board and opening, colours swapped."""
+    try:
+        op = g1["opening"]
+        return (type(g1["pair"]) is int and g1["pair"] == g2["pair"] and g1["first"] == g2["second"]
+                and g1["second"] == g2["first"] and op == g2["opening"]
+                and all(g1[k] == g2[k] for k in ("height", "width", "forbidden"))
+                and g1["moves"][:op] == g2["moves"][:op])
+    except (KeyError, TypeError, IndexError):
+        return False
+
+
+def _unpaired_last_line(data: bytes) -> int | None:
+    """The byte offset of the last line of the JSON-lines `data` when it is a game whose pair
+    is incomplete (a record with an integer ``pair`` that is left over when the lines are
+    matched into pairs from the top, :func:`_pair_mates`), else None."""
+    lines: list[tuple[int, object]] = []
+    pos = 0
+    for raw in data.splitlines(keepends=True):
+        if raw.strip():
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                rec = None
+            lines.append((pos, rec))
+        pos += len(raw)
+    i, lone = 0, None
+    while i < len(lines):
+        if i + 1 < len(lines) and _pair_mates(lines[i][1], lines[i + 1][1]):
+            i, lone = i + 2, None
+        else:
+            rec = lines[i][1]
+            lone = lines[i][0] if isinstance(rec, dict) and type(rec.get("pair")) is int else None
+            i += 1
+    return lone
+
+
 def open_for_append(path: str):
-    """Open the JSON-lines file `path` for appending (created if missing), text mode. A last
-    line cut off mid-write (a process killed while writing it) is dropped first, with a
-    warning, so the next record starts on a line of its own and the file stays readable; a
-    last line that is whole JSON without its newline gets the newline."""
+    """Open the games file `path` (JSON lines) for appending (created if missing), text mode,
+    after repairing what a process killed mid-write leaves at its end:
+
+    - a last line cut off mid-write is dropped, with a warning, so the next record starts on
+      a line of its own and the file stays readable (a last line that is whole JSON without
+      its newline, a file edited by hand, gets the newline);
+    - a last game whose pair lacks its second game (the process died between the two) is
+      moved to ``PATH.unpaired`` (appended there, fsynced first), with a warning: a resumed
+      match then plays that pair afresh, and every pair in the file stays two games."""
     with open(path, "ab+") as f:
         end = f.seek(0, os.SEEK_END)
         keep = end
@@ -144,18 +187,61 @@ def open_for_append(path: str):
             try:  # a whole record without its newline (a file edited by hand) is kept
                 json.loads(tail)
                 f.write(b"\n")
+                keep = end + 1
             except ValueError:
                 log.warning("%s: dropped a last line cut off mid-write (%d bytes)", path, end - keep)
                 f.truncate(keep)
             f.flush()
             os.fsync(f.fileno())
+        if keep:
+            f.seek(0)
+            data = f.read(keep)
+            lone = _unpaired_last_line(data)
+            if lone is not None:
+                with open(path + ".unpaired", "ab") as side:
+                    side.write(data[lone:])
+                    side.flush()
+                    os.fsync(side.fileno())
+                f.truncate(lone)
+                f.flush()
+                os.fsync(f.fileno())
+                log.warning("%s: moved its last game to %s.unpaired: its pair lacks the second game "
+                            "(a match killed between the two)", path, path)
     return open(path, "a")
+
+
+def salvage_games_file(path: str) -> tuple[list[dict], str | None, list[tuple[int, str]]]:
+    """Keep what can be read of the games file `path` when lines inside it are damaged (not
+    UTF-8, not JSON, not a game record): the file is first copied whole to
+    ``PATH.damaged-<UTC time>`` (atomically), then replaced atomically by its valid lines,
+    byte for byte. Returns the valid records, the copy's path (None when nothing was
+    damaged: the file is left as it is) and the damaged lines as ``(1-based line, reason)``."""
+    from c4fast.runtime import atomic_write_bytes
+    from selfplay.evaluation.elo import read_record_lines
+
+    open_for_append(path).close()
+    records, damaged = read_record_lines(path)
+    if not damaged:
+        return records, None, []
+    with open(path, "rb") as f:
+        data = f.read()
+    bad = {n for n, _ in damaged}
+    kept = b"".join(raw for n, raw in enumerate(data.splitlines(keepends=True), 1) if n not in bad)
+    aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    k = 1
+    while os.path.exists(aside):
+        aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{k}"
+        k += 1
+    atomic_write_bytes(aside, data)
+    atomic_write_bytes(path, kept)
+    return records, aside, damaged
 
 
 def records_to_resume(path: str) -> list[dict]:
     """The records of the games file `path` that a resumed match counts before appending
-    to it (created empty if missing), after :func:`open_for_append`'s repair of a last line
-    cut off mid-write. ValueError (file and line) for a line damaged elsewhere."""
+    to it (created empty if missing), after :func:`open_for_append`'s repair of its end.
+    ValueError (file and line) for a line damaged elsewhere (:func:`salvage_games_file`
+    keeps the rest)."""
     from selfplay.evaluation.elo import load_records
 
     open_for_append(path).close()
@@ -167,7 +253,7 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
                threads: int = 1, forbidden: bool = True, opening_plies: int | None = None,
                forward: str = "auto", on_pair: Callable[[], None] | None = None) -> list[dict]:
     """Play `pairs` paired games (2 * pairs games); returns the records (also appended to
-    out_path, flushed per game; see :func:`open_for_append`). ``forbidden=False`` plays standard boards. `threads` and
+    out_path, each pair's two lines in one write, fsynced; see :func:`open_for_append`). ``forbidden=False`` plays standard boards. `threads` and
     `forward` (:data:`nets.config.PLAY_FORWARDS`) apply to every ``net:`` player.
     ``opening_plies``: random plies before each pair (None: :func:`default_opening_plies`).
     ``on_pair``: called with no argument after each finished pair (a caller's status lines)."""
@@ -193,11 +279,11 @@ def play_match(spec_a: str, spec_b: str, pairs: int, workers: int = 1, seed: int
             pool = mp.get_context("spawn").Pool(workers, _init_worker, (spec_a, spec_b, seed, threads, True, forward))
             it = pool.imap_unordered(_play_pair, tasks)
         for recs in it:
-            for r in recs:
-                records.append(r)
-                if fh:
-                    fh.write(json.dumps(r) + "\n")
-                    fh.flush()
+            records.extend(recs)
+            if fh:  # a pair in one write, on disk before the next: see open_for_append
+                fh.write("".join(json.dumps(r) + "\n" for r in recs))
+                fh.flush()
+                os.fsync(fh.fileno())
             if bar:
                 bar.update(2)
             if on_pair is not None:

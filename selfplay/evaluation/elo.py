@@ -88,33 +88,49 @@ def games_between(records, a: str, b: str) -> int:
     return sum(1 for r in records if {r["first"], r["second"]} == {a, b})
 
 
+def read_record_lines(path) -> tuple[list[dict], list[tuple[int, str]]]:
+    """The valid records of the JSON-lines file `path` and its damaged lines as ``(1-based
+    line number, reason)``: not UTF-8, not JSON, or not a valid record. Blank lines are skipped."""
+    records: list[dict] = []
+    damaged: list[tuple[int, str]] = []
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                damaged.append((lineno, "not UTF-8 text"))
+                continue
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                damaged.append((lineno, f"malformed JSON line ({e.msg})"))
+                continue
+            try:
+                _check_record(rec)
+            except ValueError as e:
+                damaged.append((lineno, str(e)))
+                continue
+            records.append(rec)
+    return records, damaged
+
+
 def load_records(paths) -> list[dict]:
     """Read game records from one path or an iterable of paths (JSON lines).
 
     Blank lines are skipped. A line that is not JSON, or not a valid record, raises
-    ValueError naming the file and the 1-based line number.
+    ValueError naming the file and the 1-based line number (the first such line).
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     out: list[dict] = []
     for path in paths:
-        with open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ValueError(f"{os.fsdecode(path)}:{lineno}: not UTF-8 text") from None
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{os.fsdecode(path)}:{lineno}: malformed JSON line ({e.msg})") from None
-                try:
-                    _check_record(rec)
-                except ValueError as e:
-                    raise ValueError(f"{os.fsdecode(path)}:{lineno}: {e}") from None
-                out.append(rec)
+        records, damaged = read_record_lines(path)
+        if damaged:
+            lineno, why = damaged[0]
+            raise ValueError(f"{os.fsdecode(path)}:{lineno}: {why}")
+        out.extend(records)
     return out
 
 

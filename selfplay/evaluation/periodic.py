@@ -49,9 +49,11 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     None when the ratings cannot be fitted yet (the games are kept either way). ``on_pair``
     is called after each finished pair (the loop keeps its status lines going with it; an
     exception it raises stops the evaluation there). An evaluation cut short resumes: the
-    pairs already in ``run_dir/arena/games.jsonl`` for this checkpoint are not played again."""
+    pairs already in ``run_dir/arena/games.jsonl`` for this checkpoint are not played again.
+    A games file with damaged lines is salvaged (``arena.salvage_games_file``: the original
+    copied aside, the readable games kept), so one bad line never stops the ratings."""
     from nets.checkpoint import checkpoint_step
-    from selfplay.evaluation.arena import play_match, records_to_resume
+    from selfplay.evaluation.arena import play_match, records_to_resume, salvage_games_file
     from selfplay.evaluation.elo import fit_ratings, games_between
 
     arena = os.path.join(run_dir, "arena", "games.jsonl")
@@ -61,10 +63,11 @@ def rate_checkpoint(path: str, ev: EvalConfig, sizes, forbidden: bool, seed: int
     t0 = time.monotonic()
     try:
         played = records_to_resume(arena)
-    except ValueError as e:  # a line damaged otherwise: the fit could not use the games either
-        log.warning("step %d is not rated: the arena file is unreadable (%s); no checkpoint is rated until it is "
-                    "repaired or moved aside (python -m selfplay.evaluation.rate rates a run's checkpoints later)", step, e)
-        return None
+    except ValueError:  # lines damaged inside the file: rate on with the rest, the original kept aside
+        played, aside, damaged = salvage_games_file(arena)
+        log.warning("%s had %d damaged line(s) (the first: line %d, %s): the original is kept as %s, "
+                    "and the %d readable games stay in the file and in the fit", arena, len(damaged),
+                    damaged[0][0], damaged[0][1], aside, len(played))
     for anchor in ev.anchors:
         done = games_between(played, spec, anchor) // 2
         if done >= ev.pairs:

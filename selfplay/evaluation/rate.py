@@ -7,8 +7,10 @@ Each checkpoint (files, or directories of ``model_XXXXXXXX.pt``) plays ``--pairs
 games (same board, colours swapped) against every anchor at ``--playouts`` MCGS playouts
 per move, and, with ``--chain``, against the next checkpoint too (which tightens the
 differences between checkpoints). Games are appended to ``OUT/games.jsonl`` (one JSON
-object per game, flushed per game); a rerun with the same settings plays only the pairs
-still missing, so an interrupted rating resumes. Then one Davidson–Bradley–Terry fit over
+object per game, each pair fsynced as it ends); a rerun with the same settings plays only
+the pairs still missing, so an interrupted rating resumes. A games file with damaged lines
+is refused unless ``--salvage`` (the original copied to ``OUT/games.jsonl.damaged-<time>``,
+the readable games kept). Then one Davidson–Bradley–Terry fit over
 every game (first-move advantage and draws modelled; ``selfplay.evaluation.elo``), anchored at
 ``--anchor`` (default: the first anchor): ``OUT/ratings.json``, ``OUT/ratings.csv`` (one row
 per checkpoint: step, Elo, 95 % interval, games) and a table on stderr; the JSON summary
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1)),
                     help="arena processes (default: the CPU count)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the boards and players (default 0)")
+    ap.add_argument("--salvage", action="store_true",
+                    help="if OUT/games.jsonl has damaged lines, copy it aside and go on with its readable games")
     return ap
 
 
@@ -113,15 +117,21 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
 
     from nets.checkpoint import checkpoint_step
-    from selfplay.evaluation.arena import play_match, records_to_resume
+    from selfplay.evaluation.arena import play_match, records_to_resume, salvage_games_file
     from selfplay.evaluation.elo import fit_ratings, games_between
 
     games = os.path.join(args.out, "games.jsonl")
     try:
         records = records_to_resume(games)
-    except ValueError as e:  # a line damaged other than by a write cut off: nothing is played
-        print(f"error: {e}; repair {games} or move it aside", file=sys.stderr)
-        return 2
+    except ValueError as e:  # a line damaged other than by a write cut off
+        if not args.salvage:  # nothing is played
+            print(f"error: {e}; repair {games}, move it aside, or pass --salvage to keep its readable games",
+                  file=sys.stderr)
+            return 2
+        records, aside, damaged = salvage_games_file(games)
+        log.warning("%s: dropped %d damaged line(s) (%s); the original is kept as %s", games, len(damaged),
+                    ", ".join(f"line {n}: {why}" for n, why in damaged[:3]) + (" ..." if len(damaged) > 3 else ""),
+                    aside)
     specs = [f"net:{p}:{args.playouts}" for p in ckpts]
     matches = [(s, a) for s in specs for a in anchors]
     if args.chain:
