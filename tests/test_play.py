@@ -100,7 +100,7 @@ def test_salvage_keeps_the_readable_games_and_the_original(tmp_path, three_pairs
     from selfplay.evaluation.arena import records_to_resume, salvage_games_file
 
     path = tmp_path / "games.jsonl"
-    path.write_bytes(("".join(three_pairs[:2]) + "{not json\n" + three_pairs[2]).encode() + b"\xff\n"
+    path.write_bytes(("".join(three_pairs[:2]) + "{not\rjson\n" + three_pairs[2]).encode() + b"\xff\n"
                      + "".join(three_pairs[3:]).encode())
     original = path.read_bytes()
     with pytest.raises(ValueError, match=r"games.jsonl:3: malformed JSON line"):

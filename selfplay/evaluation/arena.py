@@ -131,13 +131,19 @@ def _pair_mates(g1, g2) -> bool:
         return False
 
 
+def _split_lines(data: bytes) -> list[bytes]:
+    """The lines of `data` with their newlines, split at b"\\n" only (as a file is iterated)."""
+    parts = data.split(b"\n")
+    return [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _unpaired_last_line(data: bytes) -> int | None:
     """The byte offset of the last line of the JSON-lines `data` when it is a game whose pair
     is incomplete (a record with an integer ``pair`` that is left over when the lines are
     matched into pairs from the top, :func:`_pair_mates`), else None."""
     lines: list[tuple[int, object]] = []
     pos = 0
-    for raw in data.splitlines(keepends=True):
+    for raw in _split_lines(data):
         if raw.strip():
             try:
                 rec = json.loads(raw)
@@ -226,7 +232,7 @@ def salvage_games_file(path: str) -> tuple[list[dict], str | None, list[tuple[in
     with open(path, "rb") as f:
         data = f.read()
     bad = {n for n, _ in damaged}
-    kept = b"".join(raw for n, raw in enumerate(data.splitlines(keepends=True), 1) if n not in bad)
+    kept = b"".join(raw for n, raw in enumerate(_split_lines(data), 1) if n not in bad)
     aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     k = 1
     while os.path.exists(aside):
