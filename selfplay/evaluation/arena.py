@@ -173,46 +173,31 @@ def open_for_append(path: str):
       moved to ``PATH.unpaired`` (appended there, fsynced first), with a warning: a resumed
       match then plays that pair afresh, and every pair in the file stays two games."""
     with open(path, "ab+") as f:
-        end = f.seek(0, os.SEEK_END)
-        keep = end
-        if end:
-            f.seek(end - 1)
-            if f.read(1) != b"\n":  # cut off: keep what ends at the last newline
-                keep, pos = 0, end
-                while pos > 0:
-                    start = max(0, pos - 65536)
-                    f.seek(start)
-                    nl = f.read(pos - start).rfind(b"\n")
-                    if nl >= 0:
-                        keep = start + nl + 1
-                        break
-                    pos = start
-        if keep < end:
-            f.seek(keep)
-            tail = f.read(end - keep)
+        f.seek(0)
+        data = f.read()  # whole: the pair check below matches the lines from the top
+        keep = data.rfind(b"\n") + 1  # a cut-off last line: keep what ends at the last newline
+        if keep < len(data):
             try:  # a whole record without its newline (a file edited by hand) is kept
-                json.loads(tail)
+                json.loads(data[keep:])
                 f.write(b"\n")
-                keep = end + 1
+                data += b"\n"
             except ValueError:
-                log.warning("%s: dropped a last line cut off mid-write (%d bytes)", path, end - keep)
+                log.warning("%s: dropped a last line cut off mid-write (%d bytes)", path, len(data) - keep)
                 f.truncate(keep)
+                data = data[:keep]
             f.flush()
             os.fsync(f.fileno())
-        if keep:
-            f.seek(0)
-            data = f.read(keep)
-            lone = _unpaired_last_line(data)
-            if lone is not None:
-                with open(path + ".unpaired", "ab") as side:
-                    side.write(data[lone:])
-                    side.flush()
-                    os.fsync(side.fileno())
-                f.truncate(lone)
-                f.flush()
-                os.fsync(f.fileno())
-                log.warning("%s: moved its last game to %s.unpaired: its pair lacks the second game "
-                            "(a match killed between the two)", path, path)
+        lone = _unpaired_last_line(data)
+        if lone is not None:
+            with open(path + ".unpaired", "ab") as side:
+                side.write(data[lone:])
+                side.flush()
+                os.fsync(side.fileno())
+            f.truncate(lone)
+            f.flush()
+            os.fsync(f.fileno())
+            log.warning("%s: moved its last game to %s.unpaired: its pair lacks the second game "
+                        "(a match killed between the two)", path, path)
     return open(path, "a")
 
 
@@ -223,23 +208,32 @@ def salvage_games_file(path: str) -> tuple[list[dict], str | None, list[tuple[in
     byte for byte. Returns the valid records, the copy's path (None when nothing was
     damaged: the file is left as it is) and the damaged lines as ``(1-based line, reason)``."""
     from c4fast.runtime import atomic_write_bytes
-    from selfplay.evaluation.elo import read_record_lines
+    from selfplay.evaluation.elo import parse_record_line
 
     open_for_append(path).close()
-    records, damaged = read_record_lines(path)
-    if not damaged:
-        return records, None, []
     with open(path, "rb") as f:
         data = f.read()
-    bad = {n for n, _ in damaged}
-    kept = b"".join(raw for n, raw in enumerate(_split_lines(data), 1) if n not in bad)
+    records: list[dict] = []
+    damaged: list[tuple[int, str]] = []
+    kept: list[bytes] = []
+    for n, raw in enumerate(_split_lines(data), 1):
+        try:
+            rec = parse_record_line(raw)
+        except ValueError as e:
+            damaged.append((n, str(e)))
+            continue
+        kept.append(raw)
+        if rec is not None:
+            records.append(rec)
+    if not damaged:
+        return records, None, []
     aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     k = 1
     while os.path.exists(aside):
         aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{k}"
         k += 1
     atomic_write_bytes(aside, data)
-    atomic_write_bytes(path, kept)
+    atomic_write_bytes(path, b"".join(kept))
     return records, aside, damaged
 
 

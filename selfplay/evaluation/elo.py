@@ -88,32 +88,21 @@ def games_between(records, a: str, b: str) -> int:
     return sum(1 for r in records if {r["first"], r["second"]} == {a, b})
 
 
-def read_record_lines(path) -> tuple[list[dict], list[tuple[int, str]]]:
-    """The valid records of the JSON-lines file `path` and its damaged lines as ``(1-based
-    line number, reason)``: not UTF-8, not JSON, or not a valid record. Blank lines are skipped."""
-    records: list[dict] = []
-    damaged: list[tuple[int, str]] = []
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                damaged.append((lineno, "not UTF-8 text"))
-                continue
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                damaged.append((lineno, f"malformed JSON line ({e.msg})"))
-                continue
-            try:
-                _check_record(rec)
-            except ValueError as e:
-                damaged.append((lineno, str(e)))
-                continue
-            records.append(rec)
-    return records, damaged
+def parse_record_line(raw: bytes) -> dict | None:
+    """The game record on one line of a JSON-lines file (None for a blank line); ValueError
+    with the reason for a line that is not UTF-8, not JSON, or not a valid record."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"malformed JSON line ({e.msg})") from None
+    _check_record(rec)
+    return rec
 
 
 def load_records(paths) -> list[dict]:
@@ -126,11 +115,14 @@ def load_records(paths) -> list[dict]:
         paths = [paths]
     out: list[dict] = []
     for path in paths:
-        records, damaged = read_record_lines(path)
-        if damaged:
-            lineno, why = damaged[0]
-            raise ValueError(f"{os.fsdecode(path)}:{lineno}: {why}")
-        out.extend(records)
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    rec = parse_record_line(raw)
+                except ValueError as e:
+                    raise ValueError(f"{os.fsdecode(path)}:{lineno}: {e}") from None
+                if rec is not None:
+                    out.append(rec)
     return out
 
 
